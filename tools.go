@@ -1,0 +1,14 @@
+//go:build tools
+
+// Package tools pins dependencies that packages are still being written against;
+// it is never built. Remove an import once a real package uses it.
+package tools
+
+import (
+	_ "github.com/cenkalti/backoff/v4"
+	_ "github.com/google/uuid"
+	_ "github.com/ovn-kubernetes/libovsdb/client"
+	_ "github.com/prometheus/client_golang/prometheus"
+	_ "github.com/rabbitmq/amqp091-go"
+	_ "gopkg.in/ini.v1"
+)
