@@ -23,6 +23,7 @@ type Flow struct {
 	Cookie      uint64
 	IdleTimeout uint16
 	HardTimeout uint16
+	Flags       uint16 // OFPFF_* (FlagResetCounts, ...); the reference firewall sets reset_counts on its base flows
 	Match       Match
 	Actions     []Action
 }

@@ -1,0 +1,187 @@
+package openflow
+
+import "fmt"
+
+// fieldFormat says how OVS prints a field's value.
+type fieldFormat uint8
+
+const (
+	fmtHex fieldFormat = iota
+	fmtDec
+	fmtMAC
+	fmtIPv4
+	fmtIPv6
+	fmtPort
+	fmtCtState
+)
+
+// OXM classes.
+const (
+	classNXM0  = 0x0000 // NXM_OF_*
+	classNXM1  = 0x0001 // NXM_NX_*
+	classOXM   = 0x8000 // OpenFlow basic
+	classExper = 0xffff
+)
+
+// fieldInfo is what the codec and the renderer need to know about a field.
+// The names are OVS's: name is the meta-flow name used by set_field, nxm the
+// name mf_format_subfield prints (NXM when the field has one, else OXM).
+type fieldInfo struct {
+	name   string
+	nxm    string
+	class  uint16
+	field  uint8
+	bytes  int // width on the wire
+	nbits  int // width in bits (subfield "[]")
+	format fieldFormat
+}
+
+var fieldTable = map[FieldID]fieldInfo{
+	FieldInPort:     {"in_port", "OXM_OF_IN_PORT", classOXM, 0, 4, 32, fmtPort},
+	FieldEthDst:     {"eth_dst", "NXM_OF_ETH_DST", classOXM, 3, 6, 48, fmtMAC},
+	FieldEthSrc:     {"eth_src", "NXM_OF_ETH_SRC", classOXM, 4, 6, 48, fmtMAC},
+	FieldEthType:    {"eth_type", "NXM_OF_ETH_TYPE", classOXM, 5, 2, 16, fmtHex},
+	FieldVlanTCI:    {"vlan_tci", "NXM_OF_VLAN_TCI", classNXM0, 4, 2, 16, fmtHex},
+	FieldIPDSCP:     {"ip_dscp", "OXM_OF_IP_DSCP", classOXM, 8, 1, 6, fmtDec},
+	FieldIPProto:    {"nw_proto", "NXM_OF_IP_PROTO", classOXM, 10, 1, 8, fmtDec},
+	FieldIPv4Src:    {"ip_src", "NXM_OF_IP_SRC", classOXM, 11, 4, 32, fmtIPv4},
+	FieldIPv4Dst:    {"ip_dst", "NXM_OF_IP_DST", classOXM, 12, 4, 32, fmtIPv4},
+	FieldTCPSrc:     {"tcp_src", "NXM_OF_TCP_SRC", classOXM, 13, 2, 16, fmtDec},
+	FieldTCPDst:     {"tcp_dst", "NXM_OF_TCP_DST", classOXM, 14, 2, 16, fmtDec},
+	FieldUDPSrc:     {"udp_src", "NXM_OF_UDP_SRC", classOXM, 15, 2, 16, fmtDec},
+	FieldUDPDst:     {"udp_dst", "NXM_OF_UDP_DST", classOXM, 16, 2, 16, fmtDec},
+	FieldSCTPSrc:    {"sctp_src", "OXM_OF_SCTP_SRC", classOXM, 17, 2, 16, fmtDec},
+	FieldSCTPDst:    {"sctp_dst", "OXM_OF_SCTP_DST", classOXM, 18, 2, 16, fmtDec},
+	FieldICMPv4Type: {"icmp_type", "NXM_OF_ICMP_TYPE", classOXM, 19, 1, 8, fmtDec},
+	FieldICMPv4Code: {"icmp_code", "NXM_OF_ICMP_CODE", classOXM, 20, 1, 8, fmtDec},
+	FieldARPOp:      {"arp_op", "NXM_OF_ARP_OP", classOXM, 21, 2, 16, fmtDec},
+	FieldARPSpa:     {"arp_spa", "NXM_OF_ARP_SPA", classOXM, 22, 4, 32, fmtIPv4},
+	FieldARPTpa:     {"arp_tpa", "NXM_OF_ARP_TPA", classOXM, 23, 4, 32, fmtIPv4},
+	FieldARPSha:     {"arp_sha", "NXM_NX_ARP_SHA", classOXM, 24, 6, 48, fmtMAC},
+	FieldARPTha:     {"arp_tha", "NXM_NX_ARP_THA", classOXM, 25, 6, 48, fmtMAC},
+	FieldIPv6Src:    {"ipv6_src", "NXM_NX_IPV6_SRC", classOXM, 26, 16, 128, fmtIPv6},
+	FieldIPv6Dst:    {"ipv6_dst", "NXM_NX_IPV6_DST", classOXM, 27, 16, 128, fmtIPv6},
+	FieldICMPv6Type: {"icmpv6_type", "NXM_NX_ICMPV6_TYPE", classOXM, 29, 1, 8, fmtDec},
+	FieldICMPv6Code: {"icmpv6_code", "NXM_NX_ICMPV6_CODE", classOXM, 30, 1, 8, fmtDec},
+	FieldNDTarget:   {"nd_target", "NXM_NX_ND_TARGET", classOXM, 31, 16, 128, fmtIPv6},
+	FieldNDSll:      {"nd_sll", "NXM_NX_ND_SLL", classOXM, 32, 6, 48, fmtMAC},
+	FieldNDTll:      {"nd_tll", "NXM_NX_ND_TLL", classOXM, 33, 6, 48, fmtMAC},
+	FieldTunID:      {"tun_id", "NXM_NX_TUN_ID", classOXM, 38, 8, 64, fmtHex},
+	FieldMetadata:   {"metadata", "OXM_OF_METADATA", classOXM, 2, 8, 64, fmtHex},
+	FieldPktMark:    {"pkt_mark", "NXM_NX_PKT_MARK", classNXM1, 33, 4, 32, fmtHex},
+	FieldConjID:     {"conj_id", "NXM_NX_CONJ_ID", classNXM1, 37, 4, 32, fmtDec},
+	FieldCtState:    {"ct_state", "NXM_NX_CT_STATE", classNXM1, 105, 4, 32, fmtCtState},
+	FieldCtZone:     {"ct_zone", "NXM_NX_CT_ZONE", classNXM1, 106, 2, 16, fmtHex},
+	FieldCtMark:     {"ct_mark", "NXM_NX_CT_MARK", classNXM1, 107, 4, 32, fmtHex},
+	FieldCtLabel:    {"ct_label", "NXM_NX_CT_LABEL", classNXM1, 108, 16, 128, fmtHex},
+}
+
+// vlanVIDInfo is OXM_OF_VLAN_VID, which set_field and OF1.3 matches use
+// for FieldVlanTCI when the mask covers only CFI+VID.
+var vlanVIDInfo = fieldInfo{"vlan_vid", "OXM_OF_VLAN_VID", classOXM, 6, 2, 13, fmtDec}
+
+// info returns the metadata of a field; regs are synthesised.
+func info(f FieldID, reg uint8) (fieldInfo, bool) {
+	if f == FieldReg {
+		if reg > 15 {
+			return fieldInfo{}, false
+		}
+		return fieldInfo{fmt.Sprintf("reg%d", reg), fmt.Sprintf("NXM_NX_REG%d", reg), classNXM1, reg, 4, 32, fmtHex}, true
+	}
+	fi, ok := fieldTable[f]
+	return fi, ok
+}
+
+// nxmHeader is a 32-bit OXM/NXM header (class:16, field:7, hasmask:1, length:8).
+func nxmHeader(class uint16, field uint8, hasMask bool, length int) uint32 {
+	h := uint32(class)<<16 | uint32(field)<<9 | uint32(length)
+	if hasMask {
+		h |= 1 << 8
+	}
+	return h
+}
+
+// headerOf is the header used in actions (set_field, reg_load, reg_move,
+// learn) for a field; NXM-class headers where the field has one, because
+// OVS accepts both and prints the same.
+func headerOf(f FieldID, reg uint8) (uint32, fieldInfo, bool) {
+	fi, ok := info(f, reg)
+	if !ok {
+		return 0, fi, false
+	}
+	return nxmHeader(fi.class, fi.field, false, fi.bytes), fi, true
+}
+
+// fieldByHeader maps a received (class, field) back to our FieldID. Both NXM
+// and OXM spellings are accepted.
+func fieldByHeader(class uint16, field uint8) (FieldID, uint8, bool) {
+	switch class {
+	case classNXM1:
+		if field <= 15 {
+			return FieldReg, field, true
+		}
+		switch field {
+		case 16:
+			return FieldTunID, 0, true
+		case 17:
+			return FieldARPSha, 0, true
+		case 18:
+			return FieldARPTha, 0, true
+		case 19:
+			return FieldIPv6Src, 0, true
+		case 20:
+			return FieldIPv6Dst, 0, true
+		case 21:
+			return FieldICMPv6Type, 0, true
+		case 22:
+			return FieldICMPv6Code, 0, true
+		case 23:
+			return FieldNDTarget, 0, true
+		case 24:
+			return FieldNDSll, 0, true
+		case 25:
+			return FieldNDTll, 0, true
+		}
+	case classNXM0:
+		switch field {
+		case 1:
+			return FieldEthDst, 0, true
+		case 2:
+			return FieldEthSrc, 0, true
+		case 3:
+			return FieldEthType, 0, true
+		case 4:
+			return FieldVlanTCI, 0, true
+		case 6:
+			return FieldIPProto, 0, true
+		case 7:
+			return FieldIPv4Src, 0, true
+		case 8:
+			return FieldIPv4Dst, 0, true
+		case 9:
+			return FieldTCPSrc, 0, true
+		case 10:
+			return FieldTCPDst, 0, true
+		case 11:
+			return FieldUDPSrc, 0, true
+		case 12:
+			return FieldUDPDst, 0, true
+		case 13:
+			return FieldICMPv4Type, 0, true
+		case 14:
+			return FieldICMPv4Code, 0, true
+		case 15:
+			return FieldARPOp, 0, true
+		case 16:
+			return FieldARPSpa, 0, true
+		case 17:
+			return FieldARPTpa, 0, true
+		}
+	}
+	for id, fi := range fieldTable {
+		if fi.class == class && fi.field == field {
+			return id, 0, true
+		}
+	}
+	return 0, 0, false
+}
