@@ -1,0 +1,160 @@
+// Command ovs-agent is ovsagent, a drop-in replacement for
+// neutron-openvswitch-agent. It takes the reference agent's flags:
+//
+//	ovs-agent --config-file /etc/neutron/neutron.conf \
+//	          --config-file /etc/neutron/plugins/ml2/openvswitch_agent.ini \
+//	          [--config-dir DIR] [--log-file FILE] [--debug]
+//	ovs-agent check-config --config-file ...   # validate, print "configuration OK"
+//
+// Exit codes: 0 stopped by SIGTERM/SIGINT, 1 bad configuration or the agent
+// failed, 2 bad command line.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/ovsagent/ovsagent/internal/config"
+)
+
+func main() {
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// sourceFlag appends to a shared list so that --config-file and --config-dir
+// keep their command-line order, as oslo.config reads them.
+type sourceFlag struct {
+	list *[]config.Source
+	dir  bool
+}
+
+func (f sourceFlag) String() string { return "" }
+func (f sourceFlag) Set(v string) error {
+	*f.list = append(*f.list, config.Source{Path: v, Dir: f.dir})
+	return nil
+}
+
+type cliOptions struct {
+	sources   []config.Source
+	logFile   string
+	logFormat string
+	debug     bool
+}
+
+// defaultConfigFiles are oslo.config's default search for project neutron,
+// used only when no --config-file/--config-dir is given.
+var defaultConfigFiles = []string{"/etc/neutron/neutron.conf", "/etc/neutron/plugins/ml2/openvswitch_agent.ini"}
+
+func parseFlags(name string, args []string, stderr io.Writer) (*cliOptions, error) {
+	o := &cliOptions{}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Var(sourceFlag{&o.sources, false}, "config-file", "configuration file (repeatable; later files win)")
+	fs.Var(sourceFlag{&o.sources, true}, "config-dir", "directory of *.conf files read in lexical order (repeatable)")
+	fs.StringVar(&o.logFile, "log-file", "", "log to this file instead of stderr")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json (ovsagent addition)")
+	fs.BoolVar(&o.debug, "debug", false, "log at debug level")
+	fs.BoolVar(&o.debug, "d", false, "shorthand for --debug")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if o.logFormat != "text" && o.logFormat != "json" {
+		return nil, fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
+	}
+	if len(o.sources) == 0 {
+		for _, f := range defaultConfigFiles {
+			if _, err := os.Stat(f); err == nil {
+				o.sources = append(o.sources, config.Source{Path: f})
+			}
+		}
+	}
+	return o, nil
+}
+
+func realMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "check-config" {
+		o, err := parseFlags("ovs-agent check-config", args[1:], stderr)
+		if err != nil {
+			return 2
+		}
+		if _, err := config.Load(o.sources, config.Options{}); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		fmt.Fprintln(stdout, "configuration OK")
+		return 0
+	}
+
+	o, err := parseFlags("ovs-agent", args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "ovs-agent:", err)
+		return 2
+	}
+	cfg, err := config.Load(o.sources, config.Options{})
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	log, closeLog, err := newLogger(o, cfg, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "ovs-agent:", err)
+		return 1
+	}
+	defer closeLog()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	log.Info("starting", "host", cfg.Default.Host, "transport_url", cfg.Default.Transport.Redacted(),
+		"files", strings.Join(cfg.Files, ","))
+	if err := run(ctx, cfg, log); err != nil && !errors.Is(err, context.Canceled) {
+		log.Error("agent stopped", "err", err)
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}
+
+// newLogger honours --log-file and --debug first, then [DEFAULT] log_file,
+// log_dir and debug, like oslo.log.
+func newLogger(o *cliOptions, cfg *config.Config, stderr io.Writer) (*slog.Logger, func(), error) {
+	level := slog.LevelInfo
+	if o.debug || cfg.Default.Debug {
+		level = slog.LevelDebug
+	}
+	path := o.logFile
+	if path == "" {
+		path = cfg.Default.LogFile
+	}
+	if path != "" && cfg.Default.LogDir != "" && !strings.HasPrefix(path, "/") {
+		path = cfg.Default.LogDir + "/" + path
+	}
+	var w io.Writer = stderr
+	closeFn := func() {}
+	if path != "" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+		if err != nil {
+			return nil, nil, fmt.Errorf("log file: %w", err)
+		}
+		w, closeFn = f, func() { f.Close() }
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(w, hopts)
+	if o.logFormat == "json" {
+		h = slog.NewJSONHandler(w, hopts)
+	}
+	return slog.New(h), closeFn, nil
+}

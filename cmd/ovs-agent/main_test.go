@@ -1,0 +1,54 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ovsagent/ovsagent/internal/config"
+)
+
+func TestCheckConfig(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.conf")
+	os.WriteFile(good, []byte("[DEFAULT]\ntransport_url = rabbit://guest:pw@127.0.0.1:5672/\nhost = hv1\n"), 0o600)
+	bad := filepath.Join(dir, "bad.ini")
+	os.WriteFile(bad, []byte("[ovs]\nbridge_mappings = physnet1\n"), 0o600)
+
+	var out, errb bytes.Buffer
+	if rc := realMain([]string{"check-config", "--config-file", good}, &out, &errb); rc != 0 || strings.TrimSpace(out.String()) != "configuration OK" {
+		t.Fatalf("good: rc=%d out=%q err=%q", rc, out.String(), errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	rc := realMain([]string{"check-config", "--config-file=" + good, "--config-file", bad}, &out, &errb)
+	msg := errb.String()
+	if rc != 1 || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, "ovs.bridge_mappings") || strings.Contains(msg, "pw@") {
+		t.Fatalf("bad: rc=%d err=%q", rc, msg)
+	}
+	if rc := realMain([]string{"check-config", "--nope"}, &out, &errb); rc != 2 {
+		t.Fatalf("bad flag: rc=%d", rc)
+	}
+}
+
+func TestLogger(t *testing.T) {
+	dir := t.TempDir()
+	logf := filepath.Join(dir, "agent.log")
+	o, err := parseFlags("x", []string{"--log-file", logf, "--debug", "--log-format", "json"}, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Defaults()
+	log, closeLog, err := newLogger(o, cfg, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Debug("hello", "k", 1)
+	closeLog()
+	data, _ := os.ReadFile(logf)
+	if !strings.Contains(string(data), `"level":"DEBUG","msg":"hello","k":1`) {
+		t.Fatalf("log: %s", data)
+	}
+}

@@ -1,0 +1,223 @@
+// Package config loads the reference agent's configuration files
+// (neutron.conf, openvswitch_agent.ini, ...) the way oslo.config does, into a
+// typed Config with the reference defaults, and validates it.
+//
+// Only options the agent uses are typed; unknown options are ignored, as
+// oslo.config ignores options nobody registered. ovsagent's own options live in
+// the [ovsagent] section, which the reference agent ignores.
+package config
+
+import (
+	"os"
+	"time"
+)
+
+// Config is the agent's whole configuration.
+type Config struct {
+	Default       DefaultOptions
+	Agent         AgentOptions
+	OVS           OVSOptions
+	SecurityGroup SecurityGroupOptions
+	Rabbit        RabbitOptions
+	OVSAgent      OVSAgentOptions
+
+	// Files lists the configuration files read, in order.
+	Files []string
+}
+
+// DefaultOptions is [DEFAULT].
+type DefaultOptions struct {
+	Host string // default: the hostname
+	// TransportURL is the raw value; it carries the password, never log it.
+	// Use Transport.Redacted() in messages.
+	TransportURL               string
+	Transport                  TransportURL
+	ControlExchange            string        // neutron
+	RPCResponseTimeout         time.Duration // 60 s
+	RPCResponseMaxTimeout      time.Duration // 600 s
+	RPCResourcesProcessingStep int           // 20
+	Debug                      bool
+	LogFile                    string // oslo.log log_file (--log-file overrides)
+	LogDir                     string // oslo.log log_dir
+}
+
+// AgentOptions is [agent].
+type AgentOptions struct {
+	PollingInterval          time.Duration // 2 s
+	TunnelTypes              []string      // gre, vxlan, geneve
+	VXLANUDPPort             int           // 4789
+	L2Population             bool
+	ARPResponder             bool
+	DontFragment             bool // true
+	EnableDistributedRouting bool
+	DropFlowsOnStart         bool
+	TunnelCsum               bool
+	DSCP                     int  // 0..63; 0 = unset
+	DSCPSet                  bool // dscp was given
+	DSCPInherit              bool
+	ExplicitlyEgressDirect   bool
+	QuittingRPCTimeout       time.Duration // 10 s
+	ReportInterval           time.Duration // 30 s; 0 disables state reports
+	Extensions               []string
+	LogAgentHeartbeats       bool
+}
+
+// BridgeMapping is one physnet:bridge entry of [ovs] bridge_mappings.
+type BridgeMapping struct {
+	Physnet string
+	Bridge  string
+}
+
+// OVSOptions is [ovs].
+type OVSOptions struct {
+	IntegrationBridge  string // br-int
+	TunnelBridge       string // br-tun
+	IntPeerPatchPort   string // patch-tun
+	TunPeerPatchPort   string // patch-int
+	LocalIP            string // empty when unset
+	BridgeMappings     []BridgeMapping
+	DatapathType       string        // system | netdev
+	VhostuserSocketDir string        // /var/run/openvswitch
+	OFListenAddress    string        // 127.0.0.1
+	OFListenPort       int           // 6633
+	OFConnectTimeout   time.Duration // 300 s
+	OFRequestTimeout   time.Duration // 300 s
+	OFInactivityProbe  time.Duration // 10 s
+	OVSDBConnection    string        // tcp:127.0.0.1:6640
+	OVSDBTimeout       time.Duration // 10 s
+	BridgeMACTableSize int           // 50000
+	IGMPSnoopingEnable bool
+
+	ResourceProviderBandwidths                       []string
+	ResourceProviderHypervisors                      map[string]string
+	ResourceProviderDefaultHypervisor                string
+	ResourceProviderInventoryDefaults                map[string]string
+	ResourceProviderPacketProcessingWithoutDirection []string
+	ResourceProviderPacketProcessingWithDirection    []string
+}
+
+// Firewall driver names, normalised from the reference's aliases and class paths.
+const (
+	FirewallOpenvswitch    = "openvswitch"
+	FirewallIptablesHybrid = "iptables_hybrid"
+	FirewallNoop           = "noop"
+)
+
+// SecurityGroupOptions is [securitygroup].
+type SecurityGroupOptions struct {
+	// FirewallDriver is normalised to one of the Firewall* constants; unset is noop.
+	FirewallDriver      string
+	EnableSecurityGroup bool // true
+	EnableIPSet         bool // true
+	PermittedEthertypes []string
+}
+
+// RabbitOptions is [oslo_messaging_rabbit].
+type RabbitOptions struct {
+	HeartbeatTimeoutThreshold time.Duration // 60 s; 0 disables heartbeats
+	HeartbeatRate             int           // 2 (Zed)
+	RetryInterval             time.Duration // 1 s
+	RetryBackoff              time.Duration // 2 s
+	IntervalMax               time.Duration // 30 s
+	TransientQueuesTTL        time.Duration // 1800 s (x-expires)
+	SSL                       bool
+	SSLCAFile                 string
+	SSLCertFile               string
+	SSLKeyFile                string
+	SSLVersion                string
+	QOSPrefetchCount          int // 0 = unlimited
+	AMQPDurableQueues         bool
+	AMQPAutoDelete            bool
+	HAQueues                  bool
+}
+
+// OVSAgentOptions is [ovsagent]: ovsagent's additions. They only add; with
+// every one at its default the agent behaves as the reference does.
+type OVSAgentOptions struct {
+	// MetricsListen is host:port for /metrics and /healthz; empty disables.
+	// Default 127.0.0.1:9177.
+	MetricsListen string
+	// BatchWindow is how long the loop coalesces events before applying one
+	// batch. Default 10 ms.
+	BatchWindow time.Duration
+	// DeviceListChunkSize chunks update_device_list calls; 0 (default) uses
+	// [DEFAULT] rpc_resources_processing_step like the reference.
+	DeviceListChunkSize int
+}
+
+// DeviceListChunk is the effective update_device_list chunk size.
+func (c *Config) DeviceListChunk() int {
+	if c.OVSAgent.DeviceListChunkSize > 0 {
+		return c.OVSAgent.DeviceListChunkSize
+	}
+	return c.Default.RPCResourcesProcessingStep
+}
+
+// BridgeForPhysnet returns the bridge mapped to physnet.
+func (c *Config) BridgeForPhysnet(physnet string) (string, bool) {
+	for _, m := range c.OVS.BridgeMappings {
+		if m.Physnet == physnet {
+			return m.Bridge, true
+		}
+	}
+	return "", false
+}
+
+// TunnelingEnabled reports whether tunnel_types is non-empty.
+func (c *Config) TunnelingEnabled() bool { return len(c.Agent.TunnelTypes) > 0 }
+
+// Defaults returns the reference defaults (host = this machine's hostname).
+func Defaults() *Config {
+	host, _ := os.Hostname()
+	return &Config{
+		Default: DefaultOptions{
+			Host:                       host,
+			ControlExchange:            "neutron",
+			RPCResponseTimeout:         60 * time.Second,
+			RPCResponseMaxTimeout:      600 * time.Second,
+			RPCResourcesProcessingStep: 20,
+		},
+		Agent: AgentOptions{
+			PollingInterval:    2 * time.Second,
+			VXLANUDPPort:       4789,
+			DontFragment:       true,
+			QuittingRPCTimeout: 10 * time.Second,
+			ReportInterval:     30 * time.Second,
+		},
+		OVS: OVSOptions{
+			IntegrationBridge:                 "br-int",
+			TunnelBridge:                      "br-tun",
+			IntPeerPatchPort:                  "patch-tun",
+			TunPeerPatchPort:                  "patch-int",
+			DatapathType:                      "system",
+			VhostuserSocketDir:                "/var/run/openvswitch",
+			OFListenAddress:                   "127.0.0.1",
+			OFListenPort:                      6633,
+			OFConnectTimeout:                  300 * time.Second,
+			OFRequestTimeout:                  300 * time.Second,
+			OFInactivityProbe:                 10 * time.Second,
+			OVSDBConnection:                   "tcp:127.0.0.1:6640",
+			OVSDBTimeout:                      10 * time.Second,
+			BridgeMACTableSize:                50000,
+			ResourceProviderHypervisors:       map[string]string{},
+			ResourceProviderInventoryDefaults: map[string]string{"allocation_ratio": "1.0", "min_unit": "1", "step_size": "1", "reserved": "0"},
+		},
+		SecurityGroup: SecurityGroupOptions{
+			FirewallDriver:      FirewallNoop,
+			EnableSecurityGroup: true,
+			EnableIPSet:         true,
+		},
+		Rabbit: RabbitOptions{
+			HeartbeatTimeoutThreshold: 60 * time.Second,
+			HeartbeatRate:             2,
+			RetryInterval:             time.Second,
+			RetryBackoff:              2 * time.Second,
+			IntervalMax:               30 * time.Second,
+			TransientQueuesTTL:        1800 * time.Second,
+		},
+		OVSAgent: OVSAgentOptions{
+			MetricsListen: "127.0.0.1:9177",
+			BatchWindow:   10 * time.Millisecond,
+		},
+	}
+}

@@ -1,0 +1,158 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"gopkg.in/ini.v1"
+)
+
+// Source is one configuration source in command-line order: a file
+// (--config-file) or a directory (--config-dir) whose *.conf files are read
+// in lexical order at that position.
+type Source struct {
+	Path string
+	Dir  bool
+}
+
+// Files turns --config-file paths into sources.
+func Files(paths ...string) []Source {
+	out := make([]Source, 0, len(paths))
+	for _, p := range paths {
+		out = append(out, Source{Path: p})
+	}
+	return out
+}
+
+// Raw holds every value read, oslo.config style: section -> key -> the last
+// value seen. Section names are lower-cased except DEFAULT (oslo.config
+// normalises group names the same way); key names are kept as written.
+type Raw struct {
+	sections map[string]map[string]string
+	// Files lists the files actually read, in order.
+	Files []string
+}
+
+// Lookup returns the last value of section.key and whether it was set.
+func (r *Raw) Lookup(section, key string) (string, bool) {
+	if r == nil {
+		return "", false
+	}
+	s, ok := r.sections[normSection(section)]
+	if !ok {
+		return "", false
+	}
+	v, ok := s[key]
+	return v, ok
+}
+
+func normSection(name string) string {
+	if strings.EqualFold(name, ini.DefaultSection) {
+		return ini.DefaultSection
+	}
+	return strings.ToLower(name)
+}
+
+// iniOptions mirror oslo.config's parser: repeated keys are kept (the last
+// one wins, applied by us), continuation lines are accepted, '#' and ';'
+// inside a value are part of the value, and empty or duplicate values are
+// not dropped (an empty value after a non-empty one must still win).
+var iniOptions = ini.LoadOptions{
+	AllowShadows:               true,
+	AllowPythonMultilineValues: true,
+	IgnoreInlineComment:        true,
+	AllowDuplicateShadowValues: true,
+	PreserveEmptyShadowValues:  true,
+	AllowNonUniqueSections:     false,
+	SpaceBeforeInlineComment:   false,
+}
+
+// ReadSources reads the sources in order; a later value replaces an earlier
+// one for the same section and key, within a file and across files.
+func ReadSources(sources []Source) (*Raw, error) {
+	raw := &Raw{sections: map[string]map[string]string{}}
+	for _, src := range sources {
+		if !src.Dir {
+			if err := raw.readFile(src.Path); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		files, err := confFiles(src.Path)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range files {
+			if err := raw.readFile(f); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return raw, nil
+}
+
+func confFiles(dir string) ([]string, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("config-dir %s: %s", dir, oneLine(err.Error()))
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("config-dir %s: not a directory", dir)
+	}
+	matches, err := filepath.Glob(filepath.Join(dir, "*.conf"))
+	if err != nil {
+		return nil, fmt.Errorf("config-dir %s: %s", dir, oneLine(err.Error()))
+	}
+	sort.Strings(matches)
+	return matches, nil
+}
+
+func (r *Raw) readFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config-file %s: %s", path, oneLine(err.Error()))
+	}
+	f, err := ini.LoadSources(iniOptions, data)
+	if err != nil {
+		return fmt.Errorf("config-file %s: cannot parse: %s", path, oneLine(err.Error()))
+	}
+	for _, sec := range f.Sections() {
+		name := normSection(sec.Name())
+		m := r.sections[name]
+		if m == nil {
+			m = map[string]string{}
+			r.sections[name] = m
+		}
+		for _, k := range sec.Keys() {
+			vals := k.ValueWithShadows()
+			if len(vals) == 0 {
+				m[k.Name()] = ""
+				continue
+			}
+			m[k.Name()] = stripContinuation(vals[len(vals)-1])
+		}
+	}
+	r.Files = append(r.Files, path)
+	return nil
+}
+
+// stripContinuation removes the indentation ini keeps on continuation lines;
+// oslo.config joins them with "\n" after stripping each.
+func stripContinuation(v string) string {
+	if !strings.Contains(v, "\n") {
+		return strings.TrimSpace(v)
+	}
+	lines := strings.Split(v, "\n")
+	out := lines[:0]
+	for _, l := range lines {
+		out = append(out, strings.TrimSpace(l))
+	}
+	return strings.TrimSpace(strings.Join(out, "\n"))
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
