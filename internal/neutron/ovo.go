@@ -1,0 +1,288 @@
+// Package neutron holds the typed Neutron agent APIs spoken over oslo.messaging: the
+// oslo.versionedobjects (OVO) primitives the server pushes and returns from bulk_pull,
+// the resource cache built from them (the reference agent's RemoteResourceCache), the
+// plugin and state-report RPC clients, and the consumers of the server's notifications.
+package neutron
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Resource type names as they appear in versioned_object.name, bulk_pull's resource_type
+// and the neutron-vo-<Type>-<version> topics.
+const (
+	TypePort              = "Port"
+	TypeNetwork           = "Network"
+	TypeSubnet            = "Subnet"
+	TypeSecurityGroup     = "SecurityGroup"
+	TypeSecurityGroupRule = "SecurityGroupRule"
+	TypeAddressGroup      = "AddressGroup"
+)
+
+// ResourceVersions are the OVO versions this agent speaks for the types it caches (Zed /
+// 2023.1). The server pushes the version an agent reported, so these select both the push
+// topics we consume and what bulk_pull returns.
+var ResourceVersions = map[string]string{
+	TypePort:              "1.7",
+	TypeNetwork:           "1.1",
+	TypeSubnet:            "1.1",
+	TypeSecurityGroup:     "1.5",
+	TypeSecurityGroupRule: "1.2",
+	TypeAddressGroup:      "1.2",
+}
+
+// ReportedResourceVersions is the full resource_versions map the reference OVS agent
+// reports (every OVO type registered in its process, extensions included). The server
+// keeps it per agent to decide which versions to push, so it mirrors the reference.
+var ReportedResourceVersions = map[string]string{
+	"AddressGroup":       "1.2",
+	"Agent":              "1.1",
+	"ConntrackHelper":    "1.0",
+	"LocalIPAssociation": "1.0",
+	"Log":                "1.0",
+	"NDPProxy":           "1.0",
+	"Network":            "1.1",
+	"Port":               "1.7",
+	"PortForwarding":     "1.3",
+	"QosPolicy":          "1.10",
+	"SecurityGroup":      "1.5",
+	"SecurityGroupRule":  "1.2",
+	"SubPort":            "1.0",
+	"Subnet":             "1.1",
+	"Trunk":              "1.1",
+}
+
+// CachedTypes lists the resource types the cache tracks, in the order the reference agent
+// subscribes to them.
+var CachedTypes = []string{TypePort, TypeSecurityGroup, TypeSecurityGroupRule, TypeNetwork, TypeSubnet, TypeAddressGroup}
+
+// PushTopic is the fanout topic the server pushes a resource type on.
+func PushTopic(rtype string) string {
+	return "neutron-vo-" + rtype + "-" + ResourceVersions[rtype]
+}
+
+// Resource is any decoded top-level OVO the cache holds.
+type Resource interface {
+	ResourceType() string
+	ResourceID() string
+	Revision() int64
+}
+
+// envelope is the versioned-object wrapper around every object and nested object.
+type envelope struct {
+	Name      string          `json:"versioned_object.name"`
+	Namespace string          `json:"versioned_object.namespace"`
+	Version   string          `json:"versioned_object.version"`
+	Data      json.RawMessage `json:"versioned_object.data"`
+	Changes   []string        `json:"versioned_object.changes"`
+}
+
+// VersionError reports an object whose type is unknown or whose major version differs from
+// the one this agent decodes.
+type VersionError struct {
+	Name, Version, Want string
+}
+
+func (e *VersionError) Error() string {
+	if e.Want == "" {
+		return fmt.Sprintf("ovo: unsupported object type %q (version %q)", e.Name, e.Version)
+	}
+	return fmt.Sprintf("ovo: %s version %q incompatible with supported %s", e.Name, e.Version, e.Want)
+}
+
+func major(v string) (int, bool) {
+	m, _, ok := strings.Cut(v, ".")
+	if !ok {
+		m = v
+	}
+	n, err := strconv.Atoi(m)
+	return n, err == nil
+}
+
+// compatible accepts any version with the same major as want: a newer minor only adds
+// fields (ignored), an older one lacks some (left at their defaults).
+func compatible(have, want string) bool {
+	hm, ok1 := major(have)
+	wm, ok2 := major(want)
+	return ok1 && ok2 && hm == wm
+}
+
+var nullJSON = []byte("null")
+
+// unwrap checks an envelope's name and version and decodes its data into out.
+func unwrap(b []byte, name, version string, out any) error {
+	var env envelope
+	if err := json.Unmarshal(b, &env); err != nil {
+		return fmt.Errorf("ovo: %s: %w", name, err)
+	}
+	if env.Name != name {
+		if env.Name == "" {
+			return fmt.Errorf("ovo: expected %s object, got no versioned_object.name", name)
+		}
+		return fmt.Errorf("ovo: expected %s object, got %q", name, env.Name)
+	}
+	if !compatible(env.Version, version) {
+		return &VersionError{Name: name, Version: env.Version, Want: version}
+	}
+	if len(env.Data) == 0 || bytes.Equal(env.Data, nullJSON) {
+		return nil
+	}
+	if err := json.Unmarshal(env.Data, out); err != nil {
+		return fmt.Errorf("ovo: %s %s: %w", name, env.Version, err)
+	}
+	return nil
+}
+
+// DecodeResource decodes one top-level versioned-object primitive of a cached type.
+func DecodeResource(b []byte) (Resource, error) {
+	var env envelope
+	if err := json.Unmarshal(b, &env); err != nil {
+		return nil, fmt.Errorf("ovo: %w", err)
+	}
+	var r interface {
+		Resource
+		json.Unmarshaler
+	}
+	switch env.Name {
+	case TypePort:
+		r = &Port{}
+	case TypeNetwork:
+		r = &Network{}
+	case TypeSubnet:
+		r = &Subnet{}
+	case TypeSecurityGroup:
+		r = &SecurityGroup{}
+	case TypeSecurityGroupRule:
+		r = &SecurityGroupRule{}
+	case TypeAddressGroup:
+		r = &AddressGroup{}
+	default:
+		return nil, &VersionError{Name: env.Name, Version: env.Version}
+	}
+	if err := r.UnmarshalJSON(b); err != nil {
+		return nil, err
+	}
+	if r.ResourceID() == "" {
+		return nil, fmt.Errorf("ovo: %s without id", env.Name)
+	}
+	return r, nil
+}
+
+// DecodeResourceList decodes a JSON list of primitives (push resource_list, bulk_pull
+// result). One bad element fails the list: the server sends one type per list, so a bad
+// element means a message we do not understand.
+func DecodeResourceList(b []byte) ([]Resource, error) {
+	var raws []json.RawMessage
+	if err := json.Unmarshal(b, &raws); err != nil {
+		return nil, fmt.Errorf("ovo: resource list: %w", err)
+	}
+	out := make([]Resource, 0, len(raws))
+	for i, raw := range raws {
+		r, err := DecodeResource(raw)
+		if err != nil {
+			return nil, fmt.Errorf("resource %d: %w", i, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Push event types.
+const (
+	EventUpdated = "updated"
+	EventDeleted = "deleted"
+)
+
+// Push is a decoded neutron-vo-* push(resource_list, event_type).
+type Push struct {
+	EventType string
+	Resources []Resource
+}
+
+// DecodePush decodes the args of a push cast.
+func DecodePush(args []byte) (*Push, error) {
+	var a struct {
+		ResourceList json.RawMessage `json:"resource_list"`
+		EventType    string          `json:"event_type"`
+	}
+	if err := json.Unmarshal(args, &a); err != nil {
+		return nil, fmt.Errorf("push: %w", err)
+	}
+	switch a.EventType {
+	case EventUpdated, EventDeleted, "created":
+	default:
+		return nil, fmt.Errorf("push: unknown event_type %q", a.EventType)
+	}
+	if len(a.ResourceList) == 0 {
+		return nil, fmt.Errorf("push: missing resource_list")
+	}
+	rs, err := DecodeResourceList(a.ResourceList)
+	if err != nil {
+		return nil, fmt.Errorf("push: %w", err)
+	}
+	et := a.EventType
+	if et == "created" {
+		et = EventUpdated
+	}
+	return &Push{EventType: et, Resources: rs}, nil
+}
+
+// MiscDict is a DictOfMiscValuesField: a dict the server serialises as a JSON string
+// (binding profile, vif_details); a plain object or null is accepted too.
+type MiscDict map[string]any
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *MiscDict) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if bytes.Equal(b, nullJSON) {
+		*d = nil
+		return nil
+	}
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		if strings.TrimSpace(s) == "" {
+			*d = nil
+			return nil
+		}
+		b = []byte(s)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("dict field: %w", err)
+	}
+	*d = m
+	return nil
+}
+
+// FlexString accepts a JSON string or number (an IP protocol may be "tcp" or 6).
+type FlexString string
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (s *FlexString) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if bytes.Equal(b, nullJSON) {
+		*s = ""
+		return nil
+	}
+	if len(b) > 0 && b[0] == '"' {
+		var v string
+		if err := json.Unmarshal(b, &v); err != nil {
+			return err
+		}
+		*s = FlexString(v)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("expected string or number: %w", err)
+	}
+	*s = FlexString(n.String())
+	return nil
+}

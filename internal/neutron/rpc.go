@@ -1,0 +1,230 @@
+package neutron
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Topics the agent sends to.
+const (
+	TopicPlugin  = "q-plugin"
+	TopicReports = "q-reports-plugin"
+)
+
+// DefaultDeviceListStep is the reference's rpc_resources_processing_step.
+const DefaultDeviceListStep = 20
+
+// AgentID is the agent_id the reference OVS agent sends for host.
+func AgentID(host string) string { return "ovs-agent-" + host }
+
+// ErrBadReply is wrapped by errors for replies that do not have the documented shape.
+var ErrBadReply = errors.New("neutron: unexpected reply")
+
+// Client is the typed plugin (q-plugin) and state (q-reports-plugin) RPC API of the OVS
+// agent. Safe for concurrent use.
+type Client struct {
+	rpc  RPC
+	host string
+
+	// DeviceListStep chunks update_device_list like the reference's
+	// rpc_resources_processing_step; <= 0 means DefaultDeviceListStep. The agent may raise
+	// it to send fewer, larger calls.
+	DeviceListStep int
+	// Timeout of plugin calls; 0 uses the transport default (rpc_response_timeout).
+	Timeout time.Duration
+}
+
+// NewClient returns a client sending as host (CONF.host).
+func NewClient(rpc RPC, host string) *Client {
+	return &Client{rpc: rpc, host: host}
+}
+
+// Host is the host the client reports as.
+func (c *Client) Host() string { return c.host }
+
+func pluginTarget(version string) Target  { return Target{Topic: TopicPlugin, Version: version} }
+func reportsTarget(version string) Target { return Target{Topic: TopicReports, Version: version} }
+
+func (c *Client) call(ctx context.Context, tgt Target, method string, args any, timeout time.Duration, out any) error {
+	if timeout == 0 {
+		timeout = c.Timeout
+	}
+	raw, err := c.rpc.Call(ctx, tgt, method, args, timeout)
+	if err != nil {
+		return fmt.Errorf("neutron: %s: %w", method, err)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBadReply, method, err)
+	}
+	return nil
+}
+
+// HasAliveNeutronServer asks the server whether it is up (q-reports-plugin 1.2). The
+// agent loops on it before starting consumers.
+func (c *Client) HasAliveNeutronServer(ctx context.Context) (bool, error) {
+	var alive *bool
+	if err := c.call(ctx, reportsTarget("1.2"), "has_alive_neutron_server", struct{}{}, 0, &alive); err != nil {
+		return false, err
+	}
+	// Zed returns true; later releases may answer false (database down) or null.
+	return alive != nil && *alive, nil
+}
+
+// BulkPull fetches every resource of rtype matching filter (q-plugin 1.1) at the version
+// this agent speaks. It implements Puller.
+func (c *Client) BulkPull(ctx context.Context, rtype string, filter Filter) ([]Resource, error) {
+	ver, ok := ResourceVersions[rtype]
+	if !ok {
+		return nil, fmt.Errorf("neutron: bulk_pull: unknown resource type %q", rtype)
+	}
+	if filter == nil {
+		filter = Filter{}
+	}
+	args := map[string]any{"resource_type": rtype, "version": ver, "filter_kwargs": filter}
+	var raw json.RawMessage
+	if err := c.call(ctx, pluginTarget("1.1"), "bulk_pull", args, 0, &raw); err != nil {
+		return nil, err
+	}
+	if string(raw) == "null" {
+		return nil, nil
+	}
+	rs, err := DecodeResourceList(raw)
+	if err != nil {
+		return nil, fmt.Errorf("neutron: bulk_pull %s: %w", rtype, err)
+	}
+	return rs, nil
+}
+
+// Pull fetches one resource by id (q-plugin 1.1); nil if the server has none.
+func (c *Client) Pull(ctx context.Context, rtype, id string) (Resource, error) {
+	ver, ok := ResourceVersions[rtype]
+	if !ok {
+		return nil, fmt.Errorf("neutron: pull: unknown resource type %q", rtype)
+	}
+	args := map[string]any{"resource_type": rtype, "version": ver, "resource_id": id}
+	var raw json.RawMessage
+	if err := c.call(ctx, pluginTarget("1.1"), "pull", args, 0, &raw); err != nil {
+		return nil, err
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	return DecodeResource(raw)
+}
+
+// DeviceDown is one entry of update_device_list's devices_down result.
+type DeviceDown struct {
+	Device string `json:"device"`
+	Exists bool   `json:"exists"`
+}
+
+// DeviceListResult is update_device_list's merged result.
+type DeviceListResult struct {
+	DevicesUp         []string     `json:"devices_up"`
+	FailedDevicesUp   []string     `json:"failed_devices_up"`
+	DevicesDown       []DeviceDown `json:"devices_down"`
+	FailedDevicesDown []string     `json:"failed_devices_down"`
+}
+
+// UpdateDeviceList reports ports up (turning them ACTIVE) and down (q-plugin 1.9). Both
+// lists are sent in chunks of DeviceListStep, as the reference does, and the results are
+// merged. On an error the result holds what the chunks before it returned.
+func (c *Client) UpdateDeviceList(ctx context.Context, up, down []string, refreshTunnels bool) (DeviceListResult, error) {
+	res := DeviceListResult{DevicesUp: []string{}, FailedDevicesUp: []string{}, DevicesDown: []DeviceDown{}, FailedDevicesDown: []string{}}
+	step := c.DeviceListStep
+	if step <= 0 {
+		step = DefaultDeviceListStep
+	}
+	n := max(len(up), len(down))
+	for i := 0; i < n; i += step {
+		args := map[string]any{
+			"devices_up":      chunk(up, i, step),
+			"devices_down":    chunk(down, i, step),
+			"agent_id":        AgentID(c.host),
+			"host":            c.host,
+			"refresh_tunnels": refreshTunnels,
+		}
+		var r DeviceListResult
+		if err := c.call(ctx, pluginTarget("1.9"), "update_device_list", args, 0, &r); err != nil {
+			return res, err
+		}
+		res.DevicesUp = append(res.DevicesUp, r.DevicesUp...)
+		res.FailedDevicesUp = append(res.FailedDevicesUp, r.FailedDevicesUp...)
+		res.DevicesDown = append(res.DevicesDown, r.DevicesDown...)
+		res.FailedDevicesDown = append(res.FailedDevicesDown, r.FailedDevicesDown...)
+	}
+	return res, nil
+}
+
+func chunk(l []string, i, step int) []string {
+	if i >= len(l) {
+		return []string{}
+	}
+	return l[i:min(i+step, len(l))]
+}
+
+// UpdateDeviceDown reports one port down (q-plugin 1.9), used for admin-down ports.
+func (c *Client) UpdateDeviceDown(ctx context.Context, device string) (DeviceDown, error) {
+	var r DeviceDown
+	args := map[string]any{"device": device, "agent_id": AgentID(c.host), "host": c.host}
+	err := c.call(ctx, pluginTarget("1.9"), "update_device_down", args, 0, &r)
+	return r, err
+}
+
+// Tunnel is one peer endpoint returned by tunnel_sync.
+type Tunnel struct {
+	IPAddress string `json:"ip_address"`
+	Host      string `json:"host,omitempty"`
+	UDPPort   int    `json:"udp_port,omitempty"`
+}
+
+// TunnelSync registers this host's tunnel endpoint and returns all known endpoints
+// (q-plugin 1.4). The server also fans out tunnel_update to every agent.
+func (c *Client) TunnelSync(ctx context.Context, tunnelIP, tunnelType string) ([]Tunnel, error) {
+	var r struct {
+		Tunnels []Tunnel `json:"tunnels"`
+	}
+	args := map[string]any{"tunnel_ip": tunnelIP, "tunnel_type": tunnelType, "host": c.host}
+	if err := c.call(ctx, pluginTarget("1.4"), "tunnel_sync", args, 0, &r); err != nil {
+		return nil, err
+	}
+	return r.Tunnels, nil
+}
+
+// NetworkDetails is the API network dict get_network_details returns; Raw keeps every key.
+type NetworkDetails struct {
+	ID              string `json:"id"`
+	MTU             int    `json:"mtu"`
+	NetworkType     string `json:"provider:network_type"`
+	PhysicalNetwork string `json:"provider:physical_network"`
+	SegmentationID  *int   `json:"provider:segmentation_id"`
+	Segments        []struct {
+		NetworkType     string `json:"provider:network_type"`
+		PhysicalNetwork string `json:"provider:physical_network"`
+		SegmentationID  *int   `json:"provider:segmentation_id"`
+	} `json:"segments,omitempty"`
+	AdminStateUp bool            `json:"admin_state_up"`
+	Status       string          `json:"status"`
+	Raw          json.RawMessage `json:"-"`
+}
+
+// GetNetworkDetails fetches the API dict of a network (q-plugin 1.6).
+func (c *Client) GetNetworkDetails(ctx context.Context, networkID string) (NetworkDetails, error) {
+	var raw json.RawMessage
+	args := map[string]any{"network": networkID, "agent_id": AgentID(c.host), "host": c.host}
+	if err := c.call(ctx, pluginTarget("1.6"), "get_network_details", args, 0, &raw); err != nil {
+		return NetworkDetails{}, err
+	}
+	var d NetworkDetails
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return d, fmt.Errorf("%w: get_network_details: %v", ErrBadReply, err)
+	}
+	d.Raw = raw
+	return d, nil
+}
