@@ -1,0 +1,190 @@
+package pipeline
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/ovsagent/ovsagent/internal/openflow"
+)
+
+// Owner keys. Every flow the pipeline computes belongs to exactly one owner;
+// when something changes the agent recomputes only the affected owners and the
+// reconciler diffs each owner's flows against what it installed for it.
+//
+//	"base"                 bridge defaults on br-int, br-tun and every physical bridge
+//	"physnet:<physnet>"    the patch pair of one bridge_mappings entry (drops, direct goto)
+//	"net:<net-id>/<seg>"   one local VLAN mapping; seg is the segmentation id or "None"
+//	"port:<port-id>"       one VIF on br-int
+//	"tun:<remote-ip>"      one tunnel port on br-tun
+//
+// What dirties what (for the agent): a port change dirties its port owner; a
+// port that appears in or leaves a network also dirties nothing else (network
+// flows do not list ports). A network's FDB change dirties that network. A
+// tunnel port added, removed or renumbered dirties its tunnel owner and every
+// network of that tunnel type (flood and unicast flows name tunnel ofports).
+// A config, bridge or patch-port ofport change dirties everything.
+const OwnerBase = "base"
+
+func OwnerPhysnet(physnet string) string { return "physnet:" + physnet }
+func OwnerNetwork(k NetKey) string       { return "net:" + k.String() }
+func OwnerPort(portID string) string     { return "port:" + portID }
+func OwnerTunnel(ip netip.Addr) string   { return "tun:" + ip.String() }
+
+// BridgeFlows is flows by bridge name.
+type BridgeFlows map[string][]openflow.Flow
+
+// add appends fs to bridge, stamping the bridge's cookie on flows that have none.
+func (b BridgeFlows) add(bridge string, cookie uint64, fs ...openflow.Flow) {
+	if len(fs) == 0 {
+		return
+	}
+	for i := range fs {
+		if fs[i].Cookie == 0 {
+			fs[i].Cookie = cookie
+		}
+	}
+	b[bridge] = append(b[bridge], fs...)
+}
+
+// Desired is the complete desired dataplane: bridge name -> owner -> flows.
+type Desired map[string]map[string][]openflow.Flow
+
+// Owners lists every owner key the state currently has, sorted.
+func Owners(s *State) []string {
+	out := []string{OwnerBase}
+	for name := range s.Phys {
+		out = append(out, OwnerPhysnet(name))
+	}
+	for k := range s.Networks {
+		out = append(out, OwnerNetwork(k))
+	}
+	for id := range s.Ports {
+		out = append(out, OwnerPort(id))
+	}
+	for ip := range s.Tunnels {
+		out = append(out, OwnerTunnel(ip))
+	}
+	sort.Strings(out[1:])
+	return out
+}
+
+// Compute returns every flow of every owner.
+func Compute(s *State) Desired {
+	d := Desired{}
+	for _, o := range Owners(s) {
+		bf, err := FlowsFor(s, o)
+		if err != nil {
+			continue // unreachable: Owners only yields valid keys
+		}
+		for br, fs := range bf {
+			m := d[br]
+			if m == nil {
+				m = map[string][]openflow.Flow{}
+				d[br] = m
+			}
+			m[o] = fs
+		}
+	}
+	return d
+}
+
+// FlowsFor returns the flows of one owner by bridge. An owner that no longer
+// exists in the state returns no flows (the reconciler then deletes what it
+// had installed for it); a malformed key is an error.
+func FlowsFor(s *State, owner string) (BridgeFlows, error) {
+	kind, arg, _ := strings.Cut(owner, ":")
+	out := BridgeFlows{}
+	switch kind {
+	case OwnerBase:
+		baseFlows(s, out)
+	case "physnet":
+		if pb := s.Phys[arg]; pb != nil {
+			physnetFlows(s, arg, pb, out)
+		}
+	case "net":
+		k, err := parseNetKey(arg)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: owner %q: %w", owner, err)
+		}
+		if n := s.Networks[k]; n != nil {
+			networkFlows(s, n, out)
+		}
+	case "port":
+		if p := s.Ports[arg]; p != nil {
+			portFlows(s, p, out)
+		}
+	case "tun":
+		ip, err := netip.ParseAddr(arg)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: owner %q: %w", owner, err)
+		}
+		if t := s.Tunnels[ip]; t != nil {
+			tunnelFlows(s, t, out)
+		}
+	default:
+		return nil, fmt.Errorf("pipeline: unknown owner %q", owner)
+	}
+	return out, nil
+}
+
+func parseNetKey(s string) (NetKey, error) {
+	i := strings.LastIndexByte(s, '/')
+	if i < 0 {
+		return NetKey{}, fmt.Errorf("network key %q has no segment", s)
+	}
+	id, seg := s[:i], s[i+1:]
+	if seg == "None" {
+		return NoSeg(id), nil
+	}
+	n, err := strconv.ParseUint(seg, 10, 32)
+	if err != nil {
+		return NetKey{}, fmt.Errorf("network key %q: segment: %w", s, err)
+	}
+	return Seg(id, uint32(n)), nil
+}
+
+// baseFlows are the defaults of every bridge.
+func baseFlows(s *State, out BridgeFlows) {
+	out.add(s.Int.Name, s.Int.Cookie, intBaseFlows(s)...)
+	if s.Tun != nil {
+		out.add(s.Tun.Name, s.Tun.Cookie, tunBaseFlows(s)...)
+	}
+	for _, pb := range s.Phys {
+		out.add(pb.Bridge, pb.Cookie, physBaseFlows(pb)...)
+	}
+}
+
+func physnetFlows(s *State, physnet string, pb *PhysBridge, out BridgeFlows) {
+	out.add(s.Int.Name, s.Int.Cookie, intPhysnetFlows(s, pb)...)
+	out.add(pb.Bridge, pb.Cookie, physPatchFlows(pb)...)
+}
+
+func networkFlows(s *State, n *Network, out BridgeFlows) {
+	switch {
+	case n.Type.IsTunnel():
+		if s.Tun != nil && s.Config.tunnelTypeEnabled(n.Type) {
+			out.add(s.Tun.Name, s.Tun.Cookie, tunNetworkFlows(s, n)...)
+		}
+	case n.Type == TypeVLAN || n.Type == TypeFlat:
+		pb := s.Phys[n.PhysicalNetwork]
+		if pb == nil {
+			return // physnet not mapped on this host: the reference logs and installs nothing
+		}
+		out.add(s.Int.Name, s.Int.Cookie, intTranslationFlow(s, pb, n))
+		out.add(pb.Bridge, pb.Cookie, physTranslationFlow(pb, n))
+	}
+}
+
+func portFlows(s *State, p *Port, out BridgeFlows) {
+	out.add(s.Int.Name, s.Int.Cookie, intPortFlows(s, p)...)
+}
+
+func tunnelFlows(s *State, t *Tunnel, out BridgeFlows) {
+	if s.Tun == nil || !s.Config.tunnelTypeEnabled(t.Type) {
+		return
+	}
+	out.add(s.Tun.Name, s.Tun.Cookie, tunPortFlow(s, t)...)
+}

@@ -1,0 +1,232 @@
+package pipeline
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+)
+
+// NetworkType is a Neutron provider network type.
+type NetworkType string
+
+const (
+	TypeVXLAN  NetworkType = "vxlan"
+	TypeGRE    NetworkType = "gre"
+	TypeGeneve NetworkType = "geneve"
+	TypeVLAN   NetworkType = "vlan"
+	TypeFlat   NetworkType = "flat"
+	TypeLocal  NetworkType = "local"
+)
+
+// IsTunnel reports whether t is carried over br-tun.
+func (t NetworkType) IsTunnel() bool { return t == TypeVXLAN || t == TypeGRE || t == TypeGeneve }
+
+// Firewall drivers ([securitygroup] firewall_driver).
+const (
+	FirewallNoop           = "noop"
+	FirewallOpenvSwitch    = "openvswitch"
+	FirewallIptablesHybrid = "iptables_hybrid"
+)
+
+// Config is the part of the agent configuration the pipeline depends on.
+type Config struct {
+	FirewallDriver         string // "", "noop", "openvswitch", "iptables_hybrid"
+	EnableSecurityGroup    bool
+	L2Population           bool
+	ARPResponder           bool // effective only with L2Population, as in the reference
+	ExplicitlyEgressDirect bool
+	TunnelTypes            []NetworkType
+}
+
+// OVSFirewall reports whether the OVS (conntrack) firewall is in effect: the
+// reference falls back to noop when security groups are disabled.
+func (c *Config) OVSFirewall() bool {
+	return c.EnableSecurityGroup && c.FirewallDriver == FirewallOpenvSwitch
+}
+
+// AntiSpoofing reports whether the agent itself installs the ARP/MAC
+// anti-spoofing flows of tables 24/25 (the firewall does not provide them).
+func (c *Config) AntiSpoofing() bool { return !c.OVSFirewall() }
+
+// ARPResponderEnabled is arp_responder and l2_population (DVR is not supported).
+func (c *Config) ARPResponderEnabled() bool { return c.ARPResponder && c.L2Population }
+
+// egressDirect is direct_for_non_openflow_firewall in the reference.
+func (c *Config) egressDirect() bool { return c.ExplicitlyEgressDirect && !c.OVSFirewall() }
+
+func (c *Config) tunnelTypeEnabled(t NetworkType) bool {
+	for _, x := range c.TunnelTypes {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}
+
+// IntBridge is br-int as the pipeline needs it.
+type IntBridge struct {
+	Name           string // "br-int"
+	Cookie         uint64 // written into every flow; the reconciler may override
+	PatchTunOfport uint32 // ofport of patch-tun on br-int; 0 when tunnelling is off
+}
+
+// TunBridge is br-tun; State.Tun is nil when tunnel_types is empty.
+type TunBridge struct {
+	Name           string // "br-tun"
+	Cookie         uint64
+	PatchIntOfport uint32 // ofport of patch-int on br-tun
+}
+
+// PhysBridge is one bridge_mappings entry with its patch pair.
+type PhysBridge struct {
+	Bridge     string // "br-phys"
+	Cookie     uint64
+	IntOfport  uint32 // ofport of int-<bridge> on br-int
+	PhysOfport uint32 // ofport of phy-<bridge> on the physical bridge
+}
+
+// NetKey identifies a local VLAN mapping: a network and one of its segments
+// (the reference keys its LocalVlanManager by network id then segmentation id).
+type NetKey struct {
+	NetworkID string
+	SegID     uint32
+	HasSeg    bool // false for flat and local networks
+}
+
+// Key returns the key the reference writes as a restart hint, "<net>/<seg>"
+// with "None" for no segment.
+func (k NetKey) String() string {
+	if !k.HasSeg {
+		return k.NetworkID + "/None"
+	}
+	return fmt.Sprintf("%s/%d", k.NetworkID, k.SegID)
+}
+
+// Seg makes a NetKey with a segmentation id.
+func Seg(network string, seg uint32) NetKey {
+	return NetKey{NetworkID: network, SegID: seg, HasSeg: true}
+}
+
+// NoSeg makes a NetKey for a network without segmentation id (flat, local).
+func NoSeg(network string) NetKey { return NetKey{NetworkID: network} }
+
+// Network is one local VLAN mapping: a (network, segment) that has a local
+// VLAN on this host.
+type Network struct {
+	Key             NetKey
+	Type            NetworkType
+	PhysicalNetwork string
+	LocalVLAN       uint16
+
+	// FDB is the l2population forwarding database for this network, by
+	// remote agent tunnel IP (own local_ip already removed by the handler).
+	FDB map[netip.Addr]*RemoteFDB
+}
+
+// RemoteFDB is what l2pop says about one remote agent for one network.
+type RemoteFDB struct {
+	Flood   bool       // the FLOODING_ENTRY (00:00:00:00:00:00, 0.0.0.0) is present
+	Entries []FDBEntry // unicast entries
+}
+
+// FDBEntry is one [mac, ip] pair of an l2pop port entry. IP may be invalid
+// (no address) or IPv6 (no ARP responder entry then).
+type FDBEntry struct {
+	MAC net.HardwareAddr
+	IP  netip.Addr
+}
+
+// Port is one VIF on br-int.
+type Port struct {
+	ID     string // Neutron port id (iface-id)
+	Name   string // OVS port name, e.g. tapXXXXXXXX-XX
+	Ofport uint32
+	MAC    net.HardwareAddr
+	Net    NetKey // the mapping it is bound to; ignored for dead ports
+
+	AdminUp bool
+	// Dead: no binding / binding failed / network unknown. Dead and
+	// admin-down ports sit on VLAN 4095 with a table 0 drop flow.
+	Dead bool
+
+	DeviceOwner         string
+	PortSecurity        bool
+	FixedIPs            []netip.Prefix // /32 or /128 for a plain fixed IP
+	AllowedAddressPairs []AddressPair
+}
+
+// AddressPair is one allowed_address_pairs entry; MAC nil means the port's MAC.
+type AddressPair struct {
+	MAC net.HardwareAddr
+	IP  netip.Prefix
+}
+
+// trusted reports whether the port belongs to Neutron itself (DHCP, router),
+// which get no anti-spoofing and no port filter.
+func (p *Port) trusted() bool { return strings.HasPrefix(p.DeviceOwner, "network:") }
+
+// allowedMACs is the port MAC followed by the distinct AAP MACs, in input order.
+func (p *Port) allowedMACs() []net.HardwareAddr {
+	macs := []net.HardwareAddr{p.MAC}
+	for _, ap := range p.AllowedAddressPairs {
+		if ap.MAC == nil {
+			continue
+		}
+		dup := false
+		for _, m := range macs {
+			if macEqual(m, ap.MAC) {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			macs = append(macs, ap.MAC)
+		}
+	}
+	return macs
+}
+
+// Tunnel is one tunnel port on br-tun.
+type Tunnel struct {
+	RemoteIP netip.Addr
+	Type     NetworkType
+	Ofport   uint32
+}
+
+// State is everything the pipeline reads. The agent owns it and mutates it
+// from its single loop; pipeline functions only read it.
+type State struct {
+	Config Config
+	Int    IntBridge
+	Tun    *TunBridge             // nil: no tunnelling
+	Phys   map[string]*PhysBridge // by physical network name
+
+	Networks map[NetKey]*Network
+	Ports    map[string]*Port       // by Neutron port id
+	Tunnels  map[netip.Addr]*Tunnel // by remote IP
+}
+
+// NewState returns an empty state with the usual bridge names.
+func NewState(cfg Config) *State {
+	return &State{
+		Config:   cfg,
+		Int:      IntBridge{Name: "br-int"},
+		Phys:     map[string]*PhysBridge{},
+		Networks: map[NetKey]*Network{},
+		Ports:    map[string]*Port{},
+		Tunnels:  map[netip.Addr]*Tunnel{},
+	}
+}
+
+func macEqual(a, b net.HardwareAddr) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
