@@ -1,0 +1,256 @@
+package firewall
+
+import (
+	"net"
+	"net/netip"
+
+	of "github.com/ovsagent/ovsagent/internal/openflow"
+)
+
+// ICMPv6 types the reference lets through (neutron/agent/firewall.py).
+var (
+	icmp6AllowedEgress    = []uint8{130, 133, 135} // MLD query, RS, NS
+	icmp6RestrictedEgress = []uint8{136}           // NA: only for our own targets
+	icmp6AllowedIngress   = []uint8{130, 135, 136, 134}
+)
+
+const icmp6RA = 134
+
+type macIP struct {
+	mac net.HardwareAddr
+	ip  netip.Prefix
+}
+
+// portView is a port with its derived address sets.
+type portView struct {
+	Port
+	stateless bool
+	macs      []net.HardwareAddr // port MAC first, then AAP MACs
+	v4, v6    []macIP            // allowed (MAC, IP) pairs; v6 includes (MAC, LLA)
+}
+
+func newPortView(p Port, groups map[string]SecurityGroup) portView {
+	v := portView{Port: p, stateless: portStateless(p, groups)}
+	v.macs = append(v.macs, p.MAC)
+	seenMAC := map[string]bool{p.MAC.String(): true}
+	seenPair := map[string]bool{}
+	addPair := func(mac net.HardwareAddr, ip netip.Prefix) {
+		if !ip.IsValid() {
+			return
+		}
+		ip = netip.PrefixFrom(ip.Addr().Unmap(), ip.Bits()).Masked()
+		k := mac.String() + "|" + ip.String()
+		if seenPair[k] {
+			return
+		}
+		seenPair[k] = true
+		if ip.Addr().Is4() {
+			v.v4 = append(v.v4, macIP{mac, ip})
+		} else {
+			v.v6 = append(v.v6, macIP{mac, ip})
+		}
+	}
+	for _, ip := range p.FixedIPs {
+		addPair(p.MAC, hostPrefix(ip))
+	}
+	addPair(p.MAC, hostPrefix(linkLocal(p.MAC)))
+	for _, ap := range p.AllowedAddressPairs {
+		mac := ap.MAC
+		if len(mac) == 0 {
+			mac = p.MAC
+		}
+		if !seenMAC[mac.String()] {
+			seenMAC[mac.String()] = true
+			v.macs = append(v.macs, mac)
+		}
+		addPair(mac, ap.IP)
+	}
+	return v
+}
+
+// portStateless: Neutron refuses to mix stateful and stateless groups on a
+// port, so a port is stateless when it has groups and none is stateful.
+func portStateless(p Port, groups map[string]SecurityGroup) bool {
+	if len(p.SecurityGroupIDs) == 0 {
+		return false
+	}
+	for _, id := range p.SecurityGroupIDs {
+		g, ok := groups[id]
+		if !ok || !g.Stateless {
+			return false
+		}
+	}
+	return true
+}
+
+// srcIP / dstIP give the IPv4/IPv6 address match for a prefix, nil for /0.
+func srcIP(p netip.Prefix) (of.MatchField, bool) {
+	if !p.IsValid() || p.Bits() == 0 {
+		return of.MatchField{}, false
+	}
+	if p.Addr().Is4() {
+		return of.IPv4Src(p), true
+	}
+	return of.IPv6Src(p), true
+}
+
+func dstIP(p netip.Prefix) (of.MatchField, bool) {
+	if !p.IsValid() || p.Bits() == 0 {
+		return of.MatchField{}, false
+	}
+	if p.Addr().Is4() {
+		return of.IPv4Dst(p), true
+	}
+	return of.IPv6Dst(p), true
+}
+
+func udpPorts(src, dst uint16) []of.MatchField {
+	return []of.MatchField{of.UDPSrc(src, 0xffff), of.UDPDst(dst, 0xffff)}
+}
+
+// PortFlows returns every flow of one port in tables 71-94 (owner
+// OwnerPort(p.ID)). ids must hold the conjunction ids of the port's remote
+// group rules (AssignConjIDs); rules whose id is missing are left out.
+func PortFlows(st *State, p Port, ids ConjIDs) []of.Flow {
+	b := &flowSet{}
+	if !p.PortSecurity {
+		// Pass-through: table 60 sends the port's traffic straight to 73.
+		b.add(flow(TableAcceptOrIngress, 80, of.Match{regPort(p.OFPort)}, resubmit(TableAcceptedEgressNormal)))
+		return b.flows
+	}
+	v := newPortView(p, st.Groups)
+	egressBase(b, v, st.Config)
+	acceptOrIngress(b, v)
+	ingressBase(b, v, st.Config)
+	if !v.stateless {
+		tracked(b, v)
+	}
+	ruleFlows(b, v, st.Groups, ids)
+	return b.flows
+}
+
+func egressBase(b *flowSet, v portView, cfg Config) {
+	P := v.OFPort
+	port := func(extra ...of.MatchField) of.Match {
+		return append(of.Match{regPort(P), of.InPort(P)}, extra...)
+	}
+	toRules := ctRecirc(TableRulesEgress)
+	if v.stateless {
+		toRules = resubmit(TableRulesEgress)
+	}
+	for _, pr := range v.v4 {
+		b.add(flow(TableBaseEgress, 95, port(of.EthType(of.EthTypeARP), of.EthSrc(pr.mac), of.ARPSpa(pr.ip)), resubmit(TableAcceptedEgressNormal)))
+		b.add(flow(TableBaseEgress, 65, port(of.EthType(of.EthTypeIPv4), of.EthSrc(pr.mac), of.IPv4Src(pr.ip)), toRules))
+	}
+	for _, pr := range v.v6 {
+		for _, t := range icmp6AllowedEgress {
+			b.add(flow(TableBaseEgress, 95, port(of.EthType(of.EthTypeIPv6), of.IPProto(of.IPProtoICMPv6), of.ICMP6Type(t), of.EthSrc(pr.mac), of.IPv6Src(pr.ip)), resubmit(TableAcceptedEgressNormal)))
+		}
+		for _, t := range icmp6RestrictedEgress {
+			b.add(flow(TableBaseEgress, 95, port(of.EthType(of.EthTypeIPv6), of.IPProto(of.IPProtoICMPv6), of.ICMP6Type(t), ndTarget(pr.ip)), resubmit(TableAcceptedEgressNormal)))
+		}
+		b.add(flow(TableBaseEgress, 65, port(of.EthType(of.EthTypeIPv6), of.EthSrc(pr.mac), of.IPv6Src(pr.ip)), toRules))
+	}
+	// DHCP and DHCPv6 client requests, including DISCOVER from 0.0.0.0.
+	v4 := append(append([]macIP(nil), v.v4...), macIP{v.MAC, netip.PrefixFrom(netip.IPv4Unspecified(), 32)})
+	for _, pr := range v4 {
+		b.add(flow(TableBaseEgress, 80, port(append([]of.MatchField{of.EthType(of.EthTypeIPv4), of.IPProto(of.IPProtoUDP), of.EthSrc(pr.mac), of.IPv4Src(pr.ip)}, udpPorts(68, 67)...)...), resubmit(TableAcceptOrIngress)))
+	}
+	for _, pr := range v.v6 {
+		b.add(flow(TableBaseEgress, 80, port(append([]of.MatchField{of.EthType(of.EthTypeIPv6), of.IPProto(of.IPProtoUDP), of.EthSrc(pr.mac), of.IPv6Src(pr.ip)}, udpPorts(546, 547)...)...), resubmit(TableAcceptOrIngress)))
+	}
+	// No DHCP server and no router advertisements from a VM.
+	b.add(flow(TableBaseEgress, 70, port(append([]of.MatchField{of.EthType(of.EthTypeIPv4), of.IPProto(of.IPProtoUDP)}, udpPorts(67, 68)...)...), resubmit(TableDroppedTraffic)))
+	b.add(flow(TableBaseEgress, 70, port(append([]of.MatchField{of.EthType(of.EthTypeIPv6), of.IPProto(of.IPProtoUDP)}, udpPorts(547, 546)...)...), resubmit(TableDroppedTraffic)))
+	b.add(flow(TableBaseEgress, 70, port(of.EthType(of.EthTypeIPv6), of.IPProto(of.IPProtoICMPv6), of.ICMP6Type(icmp6RA)), resubmit(TableDroppedTraffic)))
+	for _, et := range cfg.PermittedEthertypes {
+		b.add(flow(TableBaseEgress, 95, of.Match{regPort(P), of.EthType(et)}, resubmit(TableAcceptedEgressNormal)))
+	}
+	b.add(flow(TableBaseEgress, 10, port(), of.CtClear{}, resubmit(TableDroppedTraffic)))
+}
+
+// ndTarget matches an NA target; a prefix target (an allowed address pair
+// CIDR) is a masked nd_target.
+func ndTarget(p netip.Prefix) of.MatchField {
+	m := of.IPv6Dst(p)
+	m.Field = of.FieldNDTarget
+	return m
+}
+
+func acceptOrIngress(b *flowSet, v portView) {
+	P := v.OFPort
+	for _, mac := range v.macs {
+		b.add(flow(TableAcceptOrIngress, 100, of.Match{regNet(v.VLAN), of.EthDst(mac)}, of.SetReg(RegPort, P), resubmit(TableBaseIngress)))
+	}
+	if !v.stateless {
+		for _, et := range []uint16{of.EthTypeIPv4, of.EthTypeIPv6} {
+			b.add(flow(TableAcceptOrIngress, 90, of.Match{ctNewNotEst, of.EthType(et), regPort(P)}, ctCommit(nil), resubmit(TableAcceptedEgressTraffic)))
+		}
+	}
+	b.add(flow(TableAcceptOrIngress, 80, of.Match{regPort(P)}, resubmit(TableAcceptedEgressNormal)))
+}
+
+func ingressBase(b *flowSet, v portView, cfg Config) {
+	P := v.OFPort
+	out := of.Output{Port: P}
+	b.add(flow(TableBaseIngress, 100, of.Match{of.EthType(of.EthTypeARP), regPort(P)}, out))
+	for _, et := range cfg.PermittedEthertypes {
+		b.add(flow(TableBaseIngress, 100, of.Match{of.EthType(et), regPort(P)}, out))
+	}
+	for _, t := range icmp6AllowedIngress {
+		b.add(flow(TableBaseIngress, 100, of.Match{of.EthType(of.EthTypeIPv6), of.IPProto(of.IPProtoICMPv6), regPort(P), of.ICMP6Type(t)}, out))
+	}
+	b.add(flow(TableBaseIngress, 95, append(of.Match{of.EthType(of.EthTypeIPv4), of.IPProto(of.IPProtoUDP), regPort(P)}, udpPorts(67, 68)...), out))
+	b.add(flow(TableBaseIngress, 95, append(of.Match{of.EthType(of.EthTypeIPv6), of.IPProto(of.IPProtoUDP), regPort(P)}, udpPorts(547, 546)...), out))
+	if v.stateless {
+		b.add(flow(TableBaseIngress, 80, of.Match{regPort(P)}, resubmit(TableRulesIngress)))
+		return
+	}
+	for _, et := range []uint16{of.EthTypeIPv4, of.EthTypeIPv6} {
+		b.add(flow(TableBaseIngress, 90, of.Match{ctNotTracked, of.EthType(et), regPort(P)}, ctRecirc(TableRulesIngress)))
+	}
+	b.add(flow(TableBaseIngress, 80, of.Match{ctTracked, regPort(P)}, resubmit(TableRulesIngress)))
+}
+
+// tracked is the conntrack bookkeeping of 72 and 82 for a stateful port:
+// replies and related packets of committed connections pass, connections
+// marked invalid (ct_mark=1) drop, and an established connection that no
+// rule accepts any more is marked invalid so that its next packet drops.
+func tracked(b *flowSet, v portView) {
+	P := v.OFPort
+	for _, d := range []struct {
+		table  uint8
+		accept []of.Action
+	}{
+		{TableRulesEgress, []of.Action{resubmit(TableAcceptedEgressNormal)}},
+		{TableRulesIngress, []of.Action{of.Output{Port: P}}},
+	} {
+		b.add(flow(d.table, 50, of.Match{of.CtMark(ctMarkInvalid, 0xffffffff), regPort(P)}, resubmit(TableDroppedTraffic)))
+		for _, st := range []of.MatchField{ctEstReply, ctRelated} {
+			b.add(flow(d.table, 50, of.Match{st, of.CtZone(v.VLAN), of.CtMark(ctMarkNormal, 0xffffffff), regPort(P)}, d.accept...))
+		}
+		b.add(flow(d.table, 40, of.Match{ctNotEstablished, regPort(P)}, resubmit(TableDroppedTraffic)))
+		for _, et := range []uint16{of.EthTypeIPv4, of.EthTypeIPv6} {
+			b.add(flow(d.table, 40, of.Match{ctEstablished, of.EthType(et), regPort(P)}, ctCommit(ctMarkInvalidExec)))
+		}
+	}
+}
+
+// flowSet collects flows, dropping exact duplicates (two rules that expand to
+// the same match would otherwise give OpenFlow the same entry twice).
+type flowSet struct {
+	flows []of.Flow
+	seen  map[string]int
+}
+
+func (s *flowSet) add(f of.Flow) {
+	if s.seen == nil {
+		s.seen = map[string]int{}
+	}
+	k := f.Key()
+	if _, dup := s.seen[k]; dup {
+		return
+	}
+	s.seen[k] = len(s.flows)
+	s.flows = append(s.flows, f)
+}
