@@ -81,14 +81,29 @@ func (m Match) String() string { return m.format(-1) }
 
 // matchView indexes a Match by field so that it can be printed in OVS order.
 type matchView struct {
-	f    [FieldIPDSCP + 1]*MatchField
-	regs [16]*MatchField
+	f       [FieldIPDSCP + 1]*MatchField
+	regs    [16]*MatchField
+	unknown []*MatchField
 }
 
+// view indexes the match; masked values are reduced to value&mask as OVS
+// stores them, so that equal matches print (and key) equally.
 func (m Match) view() *matchView {
 	v := &matchView{}
 	for i := range m {
 		mf := &m[i]
+		if mf.HasMask {
+			c := *mf
+			c.Value &= c.Mask
+			for j := range c.Value128 {
+				c.Value128[j] &= c.Mask128[j]
+			}
+			mf = &c
+		}
+		if mf.Field == fieldUnknown {
+			v.unknown = append(v.unknown, mf)
+			continue
+		}
 		if mf.Field == FieldReg {
 			if mf.Reg < 16 {
 				v.regs[mf.Reg] = mf
@@ -288,6 +303,9 @@ func (m Match) format(priority int) string {
 		}
 		writeBE16Masked(&b, "tp_src", src)
 		writeBE16Masked(&b, "tp_dst", dst)
+	}
+	for _, mf := range v.unknown {
+		fmt.Fprintf(&b, "unknown_oxm=0x%08x:%x,", uint32(mf.Value), mf.Value128)
 	}
 	s := b.String()
 	return strings.TrimSuffix(s, ",")

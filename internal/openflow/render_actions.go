@@ -111,7 +111,15 @@ func writeAction(b *strings.Builder, a Action) bool {
 		b.WriteString("->tun_id")
 	case Note:
 		b.WriteString("note:")
-		for i, x := range a.Data {
+		data := a.Data
+		if n := (10+len(data)+7)/8*8 - 10; n > len(data) || len(data) < 6 {
+			// the wire pads notes to 8 bytes and OVS prints the padding
+			if n < 6 {
+				n = 6
+			}
+			data = append(append([]byte(nil), data...), make([]byte, n-len(data))...)
+		}
+		for i, x := range data {
 			if i > 0 {
 				b.WriteByte('.')
 			}
