@@ -399,4 +399,3 @@ func (k ConjKey) String() string {
 	}
 	return s
 }
-
