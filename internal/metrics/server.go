@@ -1,0 +1,72 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Server serves /metrics and /healthz.
+type Server struct {
+	ln  net.Listener
+	srv *http.Server
+}
+
+// Listen binds addr (host:port; "127.0.0.1:0" picks a free port) and
+// returns a server ready to Serve. Extra handlers (e.g. /explain/) can be
+// mounted with Handle before Serve.
+func Listen(addr string, m *Metrics) (*Server, error) {
+	if m == nil {
+		return nil, errors.New("metrics: listen: nil metrics")
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if m.InSync() {
+			w.WriteHeader(http.StatusOK)
+			fmt.Fprintln(w, "ok")
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "not in sync")
+	})
+	return &Server{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}, nil
+}
+
+// Handle mounts an extra handler; call before Serve.
+func (s *Server) Handle(pattern string, h http.Handler) {
+	s.srv.Handler.(*http.ServeMux).Handle(pattern, h)
+}
+
+// Addr is the bound address.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Serve serves until ctx is done, then shuts down (waiting at most 2 s for
+// requests in flight).
+func (s *Server) Serve(ctx context.Context, log *slog.Logger) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.srv.Serve(s.ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("metrics: serve %s: %w", s.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := s.srv.Shutdown(sctx); err != nil && log != nil {
+		log.Warn("metrics: shutdown", "err", err)
+	}
+	<-errc
+	return nil
+}
