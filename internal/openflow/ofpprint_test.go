@@ -1,8 +1,8 @@
 package openflow
 
 import (
-	"fmt"
 	"encoding/hex"
+	"fmt"
 	"os/exec"
 	"regexp"
 	"strings"
