@@ -108,7 +108,7 @@ func (d DeviceDetails) MarshalJSON() ([]byte, error) {
 		"allowed_address_pairs": aaps,
 		"port_security_enabled": d.PortSecurityEnabled,
 		"qos_policy_id":         nullable(d.QosPolicyID),
-		"network_qos_policy_id": nullable(d.NetworkQosPolicyID),
+		"qos_network_policy_id": nullable(d.NetworkQosPolicyID),
 		"profile":               profile,
 		"vif_type":              d.VIFType,
 		"vnic_type":             d.VNICType,

@@ -1,0 +1,364 @@
+package neutron
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func intp(i int) *int { return &i }
+
+func boundPort(id, host string, rev int64) *Port {
+	return &Port{
+		ID: id, NetworkID: "net1", MACAddress: "FA:16:3E:0A:0B:0C", AdminStateUp: true,
+		DeviceID: "vm-" + id, DeviceOwner: "compute:nova", Status: "DOWN",
+		Bindings:         []PortBinding{{PortID: id, Host: host, Profile: MiscDict{}, VIFType: "ovs", VNICType: "normal", Status: BindingActive}},
+		BindingLevels:    []PortBindingLevel{{PortID: id, Host: host, Level: 0, Driver: "openvswitch", SegmentID: "seg1", Segment: &NetworkSegment{ID: "seg1", NetworkID: "net1", NetworkType: "vxlan", SegmentationID: intp(892)}}},
+		FixedIPs:         []IPAllocation{{SubnetID: "sub1", IPAddress: "10.0.0.5"}},
+		SecurityGroupIDs: []string{"sg1"},
+		RevisionNumber:   rev,
+	}
+}
+
+type recorder struct {
+	mu  sync.Mutex
+	evs []Event
+}
+
+func (r *recorder) add(e Event) { r.mu.Lock(); r.evs = append(r.evs, e); r.mu.Unlock() }
+func (r *recorder) take() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.evs
+	r.evs = nil
+	return e
+}
+
+func kinds(evs []Event) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, fmt.Sprintf("%s %s %s", e.Type, e.Kind, e.ID))
+	}
+	return out
+}
+
+func TestCacheRevisionOrderingAndDeletes(t *testing.T) {
+	rec := &recorder{}
+	c := NewCache(CacheOptions{OnEvent: rec.add})
+
+	c.Update(boundPort("p1", "h", 2), false)
+	evs := rec.take()
+	if len(evs) != 1 || evs[0].Kind != Updated || evs[0].Old != nil || evs[0].New.Revision() != 2 {
+		t.Fatalf("create: %+v", evs)
+	}
+	if !evs[0].HasChanged("bindings", "mac_address") || evs[0].HasChanged("revision_number") {
+		t.Errorf("changed = %v", evs[0].Changed)
+	}
+
+	c.Update(boundPort("p1", "h", 1), false) // older: ignored
+	if evs := rec.take(); len(evs) != 0 || c.Port("p1").RevisionNumber != 2 {
+		t.Fatalf("stale update applied: %v", kinds(evs))
+	}
+
+	c.Update(boundPort("p1", "h", 3), false) // newer but nothing changed: stored, no event
+	if evs := rec.take(); len(evs) != 0 || c.Port("p1").RevisionNumber != 3 {
+		t.Fatalf("no-op update: %v", kinds(evs))
+	}
+
+	p := boundPort("p1", "h", 3) // equal revision with a change: accepted like the reference
+	p.FixedIPs = []IPAllocation{{SubnetID: "sub1", IPAddress: "10.0.0.6"}}
+	c.Update(p, false)
+	evs = rec.take()
+	if len(evs) != 1 || !reflect.DeepEqual(evs[0].Changed, []string{"fixed_ips"}) || evs[0].Old.(*Port).FixedIPs[0].IPAddress != "10.0.0.5" {
+		t.Fatalf("update: %+v", evs)
+	}
+
+	c.Delete(TypePort, "p1")
+	evs = rec.take()
+	if len(evs) != 1 || evs[0].Kind != Deleted || evs[0].Old.(*Port).FixedIPs[0].IPAddress != "10.0.0.6" || evs[0].New != nil {
+		t.Fatalf("delete: %+v", evs)
+	}
+	c.Delete(TypePort, "p1")
+	c.Update(boundPort("p1", "h", 9), false)
+	if evs := rec.take(); len(evs) != 0 || c.Port("p1") != nil || !c.IsDeleted(TypePort, "p1") {
+		t.Fatalf("after delete: %v", kinds(evs))
+	}
+
+	// A delete for a never-seen id is remembered and still reported.
+	c.Delete(TypePort, "p2")
+	if evs := rec.take(); len(evs) != 1 || evs[0].Old != nil {
+		t.Fatalf("unknown delete: %+v", evs)
+	}
+}
+
+func TestCacheDeletedTTL(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := NewCache(CacheOptions{DeletedTTL: time.Minute, Now: func() time.Time { return now }})
+	c.Delete(TypePort, "old")
+	now = now.Add(2 * time.Minute)
+	c.Delete(TypePort, "new") // prunes "old"
+	if c.IsDeleted(TypePort, "old") || !c.IsDeleted(TypePort, "new") {
+		t.Fatal("ttl pruning")
+	}
+	c.Update(boundPort("old", "h", 1), false)
+	if c.Port("old") == nil {
+		t.Fatal("id whose delete expired should be accepted again")
+	}
+}
+
+func TestCacheSecurityGroupChildren(t *testing.T) {
+	rec := &recorder{}
+	c := NewCache(CacheOptions{OnEvent: rec.add})
+	c.Update(&SecurityGroupRule{ID: "r-remote", SecurityGroupID: "sg2", RemoteGroupID: "sg1"}, false)
+	rec.take()
+	c.Update(&SecurityGroup{ID: "sg1", Stateful: true, RevisionNumber: 1, Rules: []SecurityGroupRule{
+		{ID: "r1", SecurityGroupID: "sg1", Direction: "ingress"},
+		{ID: "r2", SecurityGroupID: "sg1", Direction: "egress"},
+	}}, false)
+	got := kinds(rec.take())
+	want := []string{"SecurityGroup updated sg1", "SecurityGroupRule updated r1", "SecurityGroupRule updated r2"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("sg update events %v, want %v", got, want)
+	}
+	if n := len(c.RulesOf("sg1")); n != 2 {
+		t.Fatalf("rules of sg1: %d", n)
+	}
+	c.Delete(TypeSecurityGroup, "sg1")
+	got = kinds(rec.take())
+	want = []string{"SecurityGroup deleted sg1", "SecurityGroupRule deleted r-remote", "SecurityGroupRule deleted r1", "SecurityGroupRule deleted r2"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("sg delete events %v, want %v", got, want)
+	}
+	if c.Len(TypeSecurityGroupRule) != 0 {
+		t.Fatal("rules left")
+	}
+}
+
+type fakePuller struct {
+	mu      sync.Mutex
+	calls   []string
+	byID    map[string]Resource
+	err     error
+	latency time.Duration
+}
+
+func (f *fakePuller) BulkPull(ctx context.Context, rtype string, filter Filter) ([]Resource, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, _ := json.Marshal(filter)
+	f.calls = append(f.calls, rtype+" "+string(b))
+	if f.err != nil {
+		return nil, f.err
+	}
+	var out []Resource
+	for _, id := range filter["id"] {
+		if r, ok := f.byID[rtype+"/"+id]; ok {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func TestCacheEnsureAndDeviceDetails(t *testing.T) {
+	fp := &fakePuller{byID: map[string]Resource{
+		"Port/p1":      boundPort("p1", "h", 1),
+		"Port/p2":      boundPort("p2", "other", 1),
+		"Network/net1": &Network{ID: "net1", MTU: 1450, QosPolicyID: "q1", RevisionNumber: 1},
+	}}
+	rec := &recorder{}
+	c := NewCache(CacheOptions{OnEvent: rec.add, Puller: fp})
+	unbound := &Port{ID: "p3", NetworkID: "net1", MACAddress: "fa:16:3e:00:00:03", RevisionNumber: 1}
+	c.Update(unbound, false)
+	rec.take()
+
+	ctx := context.Background()
+	details, failed := c.DevicesDetails(ctx, []string{"p1", "p2", "p3", "p4"}, "h", true)
+	if len(failed) != 0 || len(details) != 4 {
+		t.Fatalf("details %d failed %v", len(details), failed)
+	}
+	wantCalls := []string{`Port {"id":["p1","p2","p4"]}`, `Network {"id":["net1"]}`}
+	if !reflect.DeepEqual(fp.calls, wantCalls) {
+		t.Fatalf("pulls %v, want %v", fp.calls, wantCalls)
+	}
+	for _, e := range rec.take() {
+		if !e.AgentRestarted {
+			t.Errorf("fill event without AgentRestarted: %v", e)
+		}
+	}
+	// Asked already: no second pull, even for the id the server did not know.
+	c.DevicesDetails(ctx, []string{"p1", "p4"}, "h", false)
+	if len(fp.calls) != 2 {
+		t.Fatalf("repeated pulls: %v", fp.calls)
+	}
+
+	d1 := details[0]
+	if !d1.Bound || d1.NetworkType != "vxlan" || *d1.SegmentationID != 892 || d1.MACAddress != "fa:16:3e:0a:0b:0c" ||
+		d1.MTU != 1450 || d1.NetworkQosPolicyID != "q1" || !d1.PortSecurityEnabled {
+		t.Errorf("p1 details %+v", d1)
+	}
+	js := func(d DeviceDetails) string { b, _ := json.Marshal(d); return string(b) }
+	if got := js(details[1]); got != `{"device":"p2","no_active_binding":true}` {
+		t.Errorf("p2 = %s", got)
+	}
+	if got := js(details[2]); got != `{"device":"p3"}` {
+		t.Errorf("p3 = %s", got)
+	}
+	if got := js(details[3]); got != `{"device":"p4"}` {
+		t.Errorf("p4 = %s", got)
+	}
+
+	// A migrating port is wired on the destination before its binding moves.
+	mig := boundPort("p5", "other", 1)
+	mig.Bindings[0].Profile = MiscDict{"migrating_to": "h"}
+	c.Update(mig, false)
+	if d, err := c.DeviceDetails("p5", "h"); err != nil || !d.Bound || d.MigratingTo != "h" {
+		t.Errorf("migrating: %+v %v", d, err)
+	}
+	// Bound but no ACTIVE binding: the reference raises; the device fails.
+	broken := boundPort("p6", "h", 1)
+	broken.Bindings[0].Status = BindingInactive
+	c.Update(broken, false)
+	if _, failed := c.DevicesDetails(ctx, []string{"p6"}, "h", false); !reflect.DeepEqual(failed, []string{"p6"}) {
+		t.Errorf("failed = %v", failed)
+	}
+
+	fp.err = errors.New("boom")
+	if _, failed := c.DevicesDetails(ctx, []string{"p7"}, "h", false); !reflect.DeepEqual(failed, []string{"p7"}) {
+		t.Errorf("failed on pull error = %v", failed)
+	}
+}
+
+// The locally computed dict has every key the server's get_devices_details_list RPC
+// returned in the capture, except the two only the server variant carries.
+func TestDeviceDetailsShapeMatchesServerCapture(t *testing.T) {
+	c := loadCapture(t, "neutron-vo-Port-1.7_fanout__push__updated.json")
+	var bound *Port
+	for _, ex := range append(c.Examples, c.DeliverExample...) {
+		p, err := DecodePush(ex.Decoded.Args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range p.Resources {
+			if port := r.(*Port); port.Segment() != nil {
+				bound = port
+			}
+		}
+	}
+	if bound == nil {
+		t.Fatal("no bound port pushed in the capture")
+	}
+	d, err := ComputeDeviceDetails(bound.ID, bound, nil, "hv1")
+	if err != nil || !d.Bound {
+		t.Fatalf("%+v %v", d, err)
+	}
+	b, _ := json.Marshal(d)
+	var ours map[string]any
+	_ = json.Unmarshal(b, &ours)
+
+	server := map[string]any{}
+	raw := `{"admin_state_up": true, "allowed_address_pairs": [], "device": "x", "device_owner": "compute:nova",
+	 "fixed_ips": [{"ip_address": "10.100.0.49", "subnet_id": "s"}], "mac_address": "fa:16:3e:7d:43:a4", "mtu": 1450,
+	 "network_id": "n", "network_type": "vxlan", "physical_network": null, "port_id": "x", "port_security_enabled": true,
+	 "profile": {}, "propagate_uplink_status": false, "qos_network_policy_id": null, "qos_policy_id": null, "segmentation_id": 892}`
+	if err := json.Unmarshal([]byte(raw), &server); err != nil {
+		t.Fatal(err)
+	}
+	var missing []string
+	for k, v := range server {
+		if k == "mtu" || k == "propagate_uplink_status" {
+			continue
+		}
+		ov, ok := ours[k]
+		if !ok {
+			missing = append(missing, k)
+			continue
+		}
+		if reflect.TypeOf(ov) != reflect.TypeOf(v) {
+			missing = append(missing, k+" (type)")
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("keys missing or typed differently: %s\nours: %s", strings.Join(missing, ", "), b)
+	}
+	if ours["segmentation_id"].(float64) != 892 || ours["network_type"] != "vxlan" || ours["physical_network"] != nil {
+		t.Errorf("segment fields: %s", b)
+	}
+}
+
+func TestSynthesize(t *testing.T) {
+	base := boundPort("p1", "h1", 1)
+	moved := boundPort("p1", "h2", 2)
+	moved.Bindings = []PortBinding{
+		{PortID: "p1", Host: "h1", Status: BindingInactive},
+		{PortID: "p1", Host: "h2", Status: BindingActive},
+	}
+	sgChange := boundPort("p1", "h1", 2)
+	sgChange.SecurityGroupIDs = []string{"sg2"}
+
+	cases := []struct {
+		name string
+		ev   Event
+		want []Notification
+	}{
+		{"port new", Event{Type: TypePort, Kind: Updated, ID: "p1", New: base, Changed: changedFields(nil, base), AgentRestarted: true},
+			[]Notification{{Kind: PortUpdate, PortID: "p1", AgentRestarted: true}, {Kind: SecurityGroupsMemberUpdated, SecurityGroups: []string{"sg1"}}}},
+		{"binding moved", Event{Type: TypePort, Kind: Updated, ID: "p1", Old: base, New: moved, Changed: changedFields(base, moved)},
+			[]Notification{{Kind: BindingDeactivate, PortID: "p1", Host: "h1"}, {Kind: BindingActivate, PortID: "p1", Host: "h2"}}},
+		{"sg change", Event{Type: TypePort, Kind: Updated, ID: "p1", Old: base, New: sgChange, Changed: changedFields(base, sgChange)},
+			[]Notification{{Kind: PortUpdate, PortID: "p1"}, {Kind: SecurityGroupsMemberUpdated, SecurityGroups: []string{"sg1", "sg2"}}}},
+		{"port delete", Event{Type: TypePort, Kind: Deleted, ID: "p1", Old: base},
+			[]Notification{{Kind: PortDelete, PortID: "p1"}, {Kind: SecurityGroupsMemberUpdated, SecurityGroups: []string{"sg1"}}}},
+		{"port delete unknown", Event{Type: TypePort, Kind: Deleted, ID: "p9"},
+			[]Notification{{Kind: PortDelete, PortID: "p9"}}},
+		{"network", Event{Type: TypeNetwork, Kind: Updated, ID: "n"}, []Notification{{Kind: NetworkUpdate, NetworkID: "n"}}},
+		{"rule delete", Event{Type: TypeSecurityGroupRule, Kind: Deleted, ID: "r", Old: &SecurityGroupRule{ID: "r", SecurityGroupID: "sg1"}},
+			[]Notification{{Kind: SecurityGroupsRuleUpdated, SecurityGroups: []string{"sg1"}}}},
+		{"address group", Event{Type: TypeAddressGroup, Kind: Updated, ID: "ag"}, []Notification{{Kind: AddressGroupUpdated, AddressGroupID: "ag"}}},
+		{"sg itself", Event{Type: TypeSecurityGroup, Kind: Updated, ID: "sg1"}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Synthesize(tc.ev); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestEventQueue(t *testing.T) {
+	q := NewEventQueue()
+	c := NewCache(CacheOptions{OnEvent: q.Push})
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for j := 0; j < 50; j++ {
+				c.Update(boundPort(fmt.Sprintf("p%d-%d", i, j), "h", 1), false)
+				_ = c.Ports(nil)
+			}
+		}(i)
+	}
+	got := 0
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for got < 400 {
+		select {
+		case <-q.C():
+			got += len(q.Drain())
+		case <-done:
+			got += len(q.Drain())
+			if got != 400 {
+				t.Fatalf("got %d events", got)
+			}
+		}
+	}
+}

@@ -1,0 +1,52 @@
+package neutron
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/ovsagent/ovsagent/internal/oslo"
+)
+
+// Oslo adapts an *oslo.Transport to RPC and Server.
+type Oslo struct{ T *oslo.Transport }
+
+var (
+	_ RPC    = Oslo{}
+	_ Server = Oslo{}
+)
+
+func toOsloTarget(t Target) oslo.Target {
+	return oslo.Target{Topic: t.Topic, Server: t.Server, Version: t.Version, Namespace: t.Namespace, Fanout: t.Fanout}
+}
+
+// Call implements RPC. An explicit timeout bypasses oslo's per-method backoff, as a
+// neutron-lib client prepared with a timeout does.
+func (o Oslo) Call(ctx context.Context, tgt Target, method string, args any, timeout time.Duration) (json.RawMessage, error) {
+	var opts []oslo.CallOption
+	if timeout > 0 {
+		opts = append(opts, oslo.WithTimeout(timeout))
+	}
+	return o.T.Call(ctx, toOsloTarget(tgt), method, args, opts...)
+}
+
+// Cast implements RPC.
+func (o Oslo) Cast(ctx context.Context, tgt Target, method string, args any) error {
+	return o.T.Cast(ctx, toOsloTarget(tgt), method, args)
+}
+
+// Serve implements Server.
+func (o Oslo) Serve(topic string, eps ...Endpoint) error {
+	oeps := make([]oslo.Endpoint, len(eps))
+	for i, ep := range eps {
+		methods := make(map[string]oslo.Handler, len(ep.Methods))
+		for name, h := range ep.Methods {
+			h := h
+			methods[name] = func(ctx context.Context, req *oslo.Request) (any, error) {
+				return h(ctx, &Request{Method: req.Method, Version: req.Version, Namespace: req.Namespace, Args: req.Args, Context: req.Context})
+			}
+		}
+		oeps[i] = oslo.Endpoint{Namespace: ep.Namespace, Version: ep.Version, Methods: methods}
+	}
+	return o.T.Serve(topic, oeps...)
+}
