@@ -1,0 +1,366 @@
+package ovsdb
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/ovn-kubernetes/libovsdb/ovsdb"
+
+	"github.com/ovsagent/ovsagent/internal/ovsdb/vswitchd"
+)
+
+// Bridge settings the reference writes (ovs_lib.OVSBridge.create and the
+// agent's setup_*_br).
+const (
+	FailModeSecure      = "secure"
+	DatapathNetdev      = "netdev"
+	DatapathSystem      = "system"
+	DefaultMACTableSize = "50000"
+)
+
+// DefaultProtocols is the reference's initial protocol set for every bridge.
+var DefaultProtocols = []string{"OpenFlow10", "OpenFlow13", "OpenFlow14"}
+
+// BridgeSpec is what a bridge must look like. Maps and protocols are merged
+// into what exists (keys and protocols the spec does not name are kept), as
+// the reference's db_set/db_add do.
+type BridgeSpec struct {
+	Name         string
+	DatapathType string // "system" when empty; "netdev" on these hosts
+	FailMode     string // "secure" when empty
+	// Protocols are added when missing (DefaultProtocols when nil); never removed.
+	Protocols []string
+	// OtherConfig pairs to set, e.g. mac-table-size, disable-in-band.
+	OtherConfig map[string]string
+	// ExternalIDs pairs to set.
+	ExternalIDs map[string]string
+	// McastSnoopingEnable, when non-nil, sets mcast_snooping_enable.
+	McastSnoopingEnable *bool
+	// Controllers, when non-nil, is the exact controller target list
+	// (e.g. "tcp:127.0.0.1:6633"); nil leaves controllers alone.
+	Controllers []string
+	// InactivityProbeMS, when > 0, is set on the bridge's controllers.
+	InactivityProbeMS int
+}
+
+func (s BridgeSpec) normalized() BridgeSpec {
+	if s.DatapathType == "" {
+		s.DatapathType = DatapathSystem
+	}
+	if s.FailMode == "" {
+		s.FailMode = FailModeSecure
+	}
+	if s.Protocols == nil {
+		s.Protocols = DefaultProtocols
+	}
+	return s
+}
+
+// EnsureBridges creates missing bridges (with their internal port) and brings
+// existing ones to spec, all in one transaction, and waits for ovs-vswitchd to
+// apply it. It returns the number of operations sent: 0 when everything
+// already matched.
+func (c *Client) EnsureBridges(ctx context.Context, specs ...BridgeSpec) (int, error) {
+	v, err := c.readView(ctx, true)
+	if err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	root := c.rootUUID
+	c.mu.Unlock()
+	var ops []ovsdb.Operation
+	for i, s := range specs {
+		s = s.normalized()
+		if s.Name == "" || len(s.Name) > DeviceNameMaxLen {
+			return 0, fmt.Errorf("ovsdb: ensure bridge %q: invalid name", s.Name)
+		}
+		if b := v.bridges[s.Name]; b != nil {
+			ops = append(ops, bridgeDiffOps(v, b, s, i)...)
+			continue
+		}
+		ops = append(ops, newBridgeOps(root, s, i)...)
+	}
+	if err := c.transact(ctx, "ensure bridges", ops, true); err != nil {
+		return 0, err
+	}
+	return len(ops), nil
+}
+
+func newBridgeOps(root string, s BridgeSpec, seq int) []ovsdb.Operation {
+	ifRef, portRef, brRef := fmt.Sprintf("briface%d", seq), fmt.Sprintf("brport%d", seq), fmt.Sprintf("bridge%d", seq)
+	row := ovsdb.Row{
+		"name":          s.Name,
+		"datapath_type": s.DatapathType,
+		"fail_mode":     s.FailMode,
+		"protocols":     strSet(s.Protocols),
+		"ports":         uuidSet(portRef),
+	}
+	if len(s.OtherConfig) > 0 {
+		row["other_config"] = strMap(s.OtherConfig)
+	}
+	if len(s.ExternalIDs) > 0 {
+		row["external_ids"] = strMap(s.ExternalIDs)
+	}
+	if s.McastSnoopingEnable != nil {
+		row["mcast_snooping_enable"] = *s.McastSnoopingEnable
+	}
+	ops := []ovsdb.Operation{
+		{Op: ovsdb.OperationInsert, Table: "Interface", UUIDName: ifRef,
+			Row: ovsdb.Row{"name": s.Name, "type": "internal"}},
+		{Op: ovsdb.OperationInsert, Table: "Port", UUIDName: portRef,
+			Row: ovsdb.Row{"name": s.Name, "interfaces": uuidSet(ifRef)}},
+	}
+	var ctlRefs []string
+	for j, t := range s.Controllers {
+		ref := fmt.Sprintf("ctl%d_%d", seq, j)
+		crow := ovsdb.Row{"target": t}
+		if s.InactivityProbeMS > 0 {
+			crow["inactivity_probe"] = s.InactivityProbeMS
+		}
+		ops = append(ops, ovsdb.Operation{Op: ovsdb.OperationInsert, Table: "Controller", UUIDName: ref, Row: crow})
+		ctlRefs = append(ctlRefs, ref)
+	}
+	if len(ctlRefs) > 0 {
+		row["controller"] = uuidSet(ctlRefs...)
+	}
+	ops = append(ops,
+		ovsdb.Operation{Op: ovsdb.OperationInsert, Table: "Bridge", UUIDName: brRef, Row: row},
+		mutateOp("Open_vSwitch", byUUID(root),
+			ovsdb.Mutation{Column: "bridges", Mutator: ovsdb.MutateOperationInsert, Value: uuidSet(brRef)}))
+	return ops
+}
+
+func bridgeDiffOps(v *view, b *vswitchd.Bridge, s BridgeSpec, seq int) []ovsdb.Operation {
+	where := byName(s.Name)
+	row := ovsdb.Row{}
+	if b.DatapathType != s.DatapathType {
+		row["datapath_type"] = s.DatapathType
+	}
+	if b.FailMode == nil || string(*b.FailMode) != s.FailMode {
+		row["fail_mode"] = s.FailMode
+	}
+	if s.McastSnoopingEnable != nil && b.McastSnoopingEnable != *s.McastSnoopingEnable {
+		row["mcast_snooping_enable"] = *s.McastSnoopingEnable
+	}
+	var ops []ovsdb.Operation
+	if s.Controllers != nil {
+		var have []string
+		for _, u := range b.Controller {
+			if ct := v.controllers[u]; ct != nil {
+				have = append(have, ct.Target)
+			}
+		}
+		want := slices.Clone(s.Controllers)
+		slices.Sort(have)
+		slices.Sort(want)
+		if !slices.Equal(have, want) || len(have) != len(b.Controller) {
+			var refs []string
+			for j, t := range s.Controllers {
+				ref := fmt.Sprintf("ctl%d_%d", seq, j)
+				crow := ovsdb.Row{"target": t}
+				if s.InactivityProbeMS > 0 {
+					crow["inactivity_probe"] = s.InactivityProbeMS
+				}
+				ops = append(ops, ovsdb.Operation{Op: ovsdb.OperationInsert, Table: "Controller", UUIDName: ref, Row: crow})
+				refs = append(refs, ref)
+			}
+			row["controller"] = uuidSet(refs...)
+		} else if s.InactivityProbeMS > 0 {
+			for _, u := range b.Controller {
+				if ct := v.controllers[u]; ct != nil && deref(ct.InactivityProbe) != s.InactivityProbeMS {
+					ops = append(ops, updateOp("Controller", byUUID(u), ovsdb.Row{"inactivity_probe": s.InactivityProbeMS}))
+				}
+			}
+		}
+	}
+	if len(row) > 0 {
+		ops = append(ops, updateOp("Bridge", where, row))
+	}
+	var muts []ovsdb.Mutation
+	var missing []string
+	for _, p := range s.Protocols {
+		if !slices.Contains(b.Protocols, vswitchd.BridgeProtocols(p)) {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		muts = append(muts, ovsdb.Mutation{Column: "protocols", Mutator: ovsdb.MutateOperationInsert, Value: strSet(missing)})
+	}
+	muts = append(muts, mergeMutations("other_config", b.OtherConfig, s.OtherConfig)...)
+	muts = append(muts, mergeMutations("external_ids", b.ExternalIDs, s.ExternalIDs)...)
+	if len(muts) > 0 {
+		ops = append(ops, mutateOp("Bridge", where, muts...))
+	}
+	return ops
+}
+
+// BridgeExists reports whether a bridge of that name exists (the reference
+// requires bridge_mappings bridges to pre-exist).
+func (c *Client) BridgeExists(ctx context.Context, name string) (bool, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	b := &vswitchd.Bridge{Name: name}
+	if err := c.ovs.Get(ctx, b); err != nil {
+		if isNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("ovsdb: bridge %s: %w", name, err)
+	}
+	return true, nil
+}
+
+// Bridges lists the names of all bridges.
+func (c *Client) Bridges(ctx context.Context) ([]string, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	var brs []vswitchd.Bridge
+	if err := c.ovs.List(ctx, &brs); err != nil {
+		return nil, fmt.Errorf("ovsdb: list bridges: %w", err)
+	}
+	names := make([]string, 0, len(brs))
+	for _, b := range brs {
+		names = append(names, b.Name)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// BridgeInfo is the cached state of one bridge.
+type BridgeInfo struct {
+	Name         string
+	UUID         string
+	DatapathType string
+	DatapathID   string
+	FailMode     string
+	Protocols    []string
+	OtherConfig  map[string]string
+	ExternalIDs  map[string]string
+	Controllers  []string
+}
+
+// Bridge returns one bridge's state; the error wraps ErrNotFound when absent.
+func (c *Client) Bridge(ctx context.Context, name string) (BridgeInfo, error) {
+	v, err := c.readView(ctx, true)
+	if err != nil {
+		return BridgeInfo{}, err
+	}
+	b := v.bridges[name]
+	if b == nil {
+		return BridgeInfo{}, fmt.Errorf("ovsdb: bridge %s: %w", name, ErrNotFound)
+	}
+	bi := BridgeInfo{
+		Name: b.Name, UUID: b.UUID, DatapathType: b.DatapathType, DatapathID: deref(b.DatapathID),
+		OtherConfig: b.OtherConfig, ExternalIDs: b.ExternalIDs,
+	}
+	if b.FailMode != nil {
+		bi.FailMode = string(*b.FailMode)
+	}
+	for _, p := range b.Protocols {
+		bi.Protocols = append(bi.Protocols, string(p))
+	}
+	slices.Sort(bi.Protocols)
+	for _, u := range b.Controller {
+		if ct := v.controllers[u]; ct != nil {
+			bi.Controllers = append(bi.Controllers, ct.Target)
+		}
+	}
+	slices.Sort(bi.Controllers)
+	return bi, nil
+}
+
+// BridgeExternalIDs returns a bridge's external_ids (the agent keeps its
+// cookie round there).
+func (c *Client) BridgeExternalIDs(ctx context.Context, bridge string) (map[string]string, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	b := &vswitchd.Bridge{Name: bridge}
+	if err := c.ovs.Get(ctx, b); err != nil {
+		if isNotFound(err) {
+			return nil, fmt.Errorf("ovsdb: bridge %s external_ids: %w", bridge, ErrNotFound)
+		}
+		return nil, fmt.Errorf("ovsdb: bridge %s external_ids: %w", bridge, err)
+	}
+	if b.ExternalIDs == nil {
+		return map[string]string{}, nil
+	}
+	return b.ExternalIDs, nil
+}
+
+// SetBridgeExternalIDs sets the given pairs and removes the keys in del, in one
+// transaction; other keys are kept.
+func (c *Client) SetBridgeExternalIDs(ctx context.Context, bridge string, set map[string]string, del ...string) error {
+	var muts []ovsdb.Mutation
+	if len(del) > 0 {
+		muts = append(muts, ovsdb.Mutation{Column: "external_ids", Mutator: ovsdb.MutateOperationDelete, Value: strSet(del)})
+	}
+	if len(set) > 0 {
+		keys := make([]string, 0, len(set))
+		for k := range set {
+			keys = append(keys, k)
+		}
+		muts = append(muts,
+			ovsdb.Mutation{Column: "external_ids", Mutator: ovsdb.MutateOperationDelete, Value: strSet(keys)},
+			ovsdb.Mutation{Column: "external_ids", Mutator: ovsdb.MutateOperationInsert, Value: strMap(set)})
+	}
+	if len(muts) == 0 {
+		return nil
+	}
+	op := mutateOp("Bridge", byName(bridge), muts...)
+	if err := c.transactOne(ctx, "set external_ids of bridge "+bridge, op); err != nil {
+		return err
+	}
+	return nil
+}
+
+// transactOne runs a single mutate/update and fails when it matched no row.
+func (c *Client) transactOne(ctx context.Context, what string, op ovsdb.Operation) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	res, err := c.ovs.Transact(ctx, op)
+	if err != nil {
+		return fmt.Errorf("ovsdb: %s: %w", what, err)
+	}
+	if _, err := ovsdb.CheckOperationResults(res, []ovsdb.Operation{op}); err != nil {
+		return fmt.Errorf("ovsdb: %s: %w", what, err)
+	}
+	if res[0].Count == 0 {
+		return fmt.Errorf("ovsdb: %s: %w", what, ErrNotFound)
+	}
+	return nil
+}
+
+// SystemInfo is the Open_vSwitch row's content the agent reports.
+type SystemInfo struct {
+	OVSVersion    string
+	DatapathTypes []string
+	IfaceTypes    []string
+	ExternalIDs   map[string]string // hostname, system-id, rundir
+	OtherConfig   map[string]string // e.g. hw-offload
+}
+
+// HWOffload reports other_config:hw-offload=true (tunnel ports then omit
+// egress_pkt_mark, as the reference does).
+func (s SystemInfo) HWOffload() bool { return s.OtherConfig["hw-offload"] == "true" }
+
+// System reads the Open_vSwitch row.
+func (c *Client) System(ctx context.Context) (SystemInfo, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	var roots []vswitchd.OpenvSwitch
+	if err := c.ovs.List(ctx, &roots); err != nil {
+		return SystemInfo{}, fmt.Errorf("ovsdb: read Open_vSwitch: %w", err)
+	}
+	if len(roots) != 1 {
+		return SystemInfo{}, fmt.Errorf("ovsdb: read Open_vSwitch: %d rows", len(roots))
+	}
+	r := roots[0]
+	si := SystemInfo{
+		OVSVersion:    deref(r.OVSVersion),
+		DatapathTypes: slices.Sorted(slices.Values(r.DatapathTypes)),
+		IfaceTypes:    slices.Sorted(slices.Values(r.IfaceTypes)),
+		ExternalIDs:   r.ExternalIDs,
+		OtherConfig:   r.OtherConfig,
+	}
+	return si, nil
+}

@@ -1,0 +1,391 @@
+package ovsdb
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ovsagent/ovsagent/internal/testing/ovstest"
+)
+
+// Integration tests: each runs against its own ovsdb-server + ovs-vswitchd
+// (ovstest), never the system OVS, and names its bridges uniquely.
+
+func uniq(t testing.TB) string {
+	b := make([]byte, 3)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return "ovt" + hex.EncodeToString(b) // 9 chars; "-int" etc. keeps names <= 15
+}
+
+func dial(t testing.TB, o *ovstest.OVS) *Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, o.DB, Options{})
+	if err != nil {
+		t.Fatalf("dial %s: %v", o.DB, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func vsctl(t testing.TB, o *ovstest.OVS, args ...string) string {
+	t.Helper()
+	out, err := o.Vsctl(args...)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return strings.TrimSpace(out)
+}
+
+// topology is the reference's bridge layout for prefix p, netdev datapath.
+type topology struct {
+	intBr, tunBr, physBr string
+	specs                []BridgeSpec
+	patches              []PatchPort
+	tunnels              []TunnelPort
+}
+
+func newTopology(p string) topology {
+	tp := topology{intBr: p + "-int", tunBr: p + "-tun", physBr: p + "-ph"}
+	oc := map[string]string{"mac-table-size": DefaultMACTableSize}
+	for _, n := range []string{tp.intBr, tp.tunBr, tp.physBr} {
+		tp.specs = append(tp.specs, BridgeSpec{Name: n, DatapathType: DatapathNetdev, OtherConfig: oc,
+			Controllers: []string{"tcp:127.0.0.1:6633"}, InactivityProbeMS: 10000})
+	}
+	tp.specs[0].ExternalIDs = map[string]string{"ovsagent-cookie-round": "1"}
+	tp.patches = PatchPair(tp.intBr, "patch-tun"+p[3:], tp.tunBr, "patch-int"+p[3:])
+	ip, pp, _ := PhysPatchNames(tp.physBr)
+	tp.patches = append(tp.patches,
+		PatchPort{Bridge: tp.intBr, Name: ip, Peer: pp,
+			PortOtherConfig: map[string]string{"mcast-snooping-flood": "False", "mcast-snooping-flood-reports": "False"}},
+		PatchPort{Bridge: tp.physBr, Name: pp, Peer: ip})
+	for _, r := range []string{"172.31.255.2", "172.31.255.3"} {
+		tp.tunnels = append(tp.tunnels, TunnelPort{Bridge: tp.tunBr, Type: "vxlan", RemoteIP: r,
+			LocalIP: "172.31.255.1", DontFragment: true})
+	}
+	tp.tunnels = append(tp.tunnels, TunnelPort{Bridge: tp.tunBr, Type: "gre", RemoteIP: "172.31.255.4",
+		LocalIP: "172.31.255.1", DontFragment: true, Csum: true})
+	return tp
+}
+
+func (tp topology) ensure(ctx context.Context, c *Client) (int, error) {
+	total := 0
+	n, err := c.EnsureBridges(ctx, tp.specs...)
+	if err != nil {
+		return 0, err
+	}
+	total += n
+	if n, err = c.EnsurePatchPorts(ctx, tp.patches...); err != nil {
+		return 0, err
+	}
+	total += n
+	if n, err = c.EnsureTunnelPorts(ctx, tp.tunnels...); err != nil {
+		return 0, err
+	}
+	return total + n, nil
+}
+
+func TestEnsureTopologyIdempotent(t *testing.T) {
+	o := ovstest.Start(t)
+	c := dial(t, o)
+	ctx := testCtx(t)
+	tp := newTopology(uniq(t))
+
+	if ok, err := c.BridgeExists(ctx, tp.physBr); err != nil || ok {
+		t.Fatalf("BridgeExists before create = %v, %v", ok, err)
+	}
+	n, err := tp.ensure(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first ensure: %d operations", n)
+	if ok, err := c.BridgeExists(ctx, tp.physBr); err != nil || !ok {
+		t.Fatalf("BridgeExists after create = %v, %v", ok, err)
+	}
+	if n, err := tp.ensure(ctx, c); err != nil || n != 0 {
+		t.Fatalf("second ensure: %d operations, %v; want 0", n, err)
+	}
+
+	// What ovs-vsctl sees, independently of our cache.
+	if got := vsctl(t, o, "get", "Bridge", tp.intBr, "datapath_type", "fail_mode", "other_config:mac-table-size",
+		"external_ids:ovsagent-cookie-round"); got != "netdev\nsecure\n\"50000\"\n\"1\"" {
+		t.Errorf("br-int columns: %q", got)
+	}
+	if got := vsctl(t, o, "get", "Bridge", tp.tunBr, "protocols"); got != "[OpenFlow10, OpenFlow13, OpenFlow14]" {
+		t.Errorf("protocols: %q", got)
+	}
+	if got := vsctl(t, o, "get", "Controller", tp.tunBr, "target", "inactivity_probe"); got != "\"tcp:127.0.0.1:6633\"\n10000" {
+		t.Errorf("controller: %q", got)
+	}
+	vx, _ := TunnelPortName("vxlan", "172.31.255.2", TunnelHashSHA1)
+	if vx != "vxlan-ac1fff02" {
+		t.Fatalf("name %s", vx)
+	}
+	if got := vsctl(t, o, "get", "Interface", vx, "type", "options"); got !=
+		`vxlan`+"\n"+`{df_default="true", egress_pkt_mark="0", in_key=flow, local_ip="172.31.255.1", out_key=flow, remote_ip="172.31.255.2"}` {
+		t.Errorf("tunnel interface: %q", got)
+	}
+	if got := vsctl(t, o, "get", "Interface", "gre-ac1fff04", "type", "options:csum"); got != "gre\n\"true\"" {
+		t.Errorf("gre: %q", got)
+	}
+	if got := vsctl(t, o, "list-ports", tp.tunBr); !strings.Contains(got, "vxlan-ac1fff03") {
+		t.Errorf("ports of %s: %q", tp.tunBr, got)
+	}
+
+	// ofports are known when Ensure returns (it waits for ovs-vswitchd).
+	ports, err := c.BridgePorts(ctx, tp.intBr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ports) != 3 {
+		t.Fatalf("br-int ports: %+v", ports)
+	}
+	for _, p := range ports {
+		if p.Ofport <= 0 {
+			t.Errorf("port %s ofport %d", p.Name, p.Ofport)
+		}
+		if p.Type == "patch" && p.Options["peer"] == "" {
+			t.Errorf("patch %s without peer", p.Name)
+		}
+	}
+
+	// Mgmt sockets are in the private run dir, not /var/run/openvswitch.
+	if c.RunDir() != o.Dir {
+		t.Errorf("RunDir %s, want %s", c.RunDir(), o.Dir)
+	}
+	for _, br := range []string{tp.intBr, tp.tunBr, tp.physBr} {
+		s := c.MgmtSocket(br)
+		if filepath.Dir(s) != o.Dir {
+			t.Errorf("MgmtSocket(%s) = %s", br, s)
+		}
+		if _, err := os.Stat(s); err != nil {
+			t.Errorf("mgmt socket: %v", err)
+		}
+	}
+
+	// Drift is repaired; a deleted tunnel port is re-created.
+	vsctl(t, o, "set", "Bridge", tp.tunBr, "fail_mode=standalone", "--", "set", "Interface", vx, "options:remote_ip=1.2.3.4")
+	if err := c.DeletePorts(ctx, tp.tunBr, "vxlan-ac1fff03", "no-such-port"); err != nil {
+		t.Fatal(err)
+	}
+	if got := vsctl(t, o, "list-ports", tp.tunBr); strings.Contains(got, "vxlan-ac1fff03") {
+		t.Fatalf("not deleted: %q", got)
+	}
+	if n, err := tp.ensure(ctx, c); err != nil || n != 5 {
+		t.Fatalf("repair: %d operations, %v; want 5 (fail_mode, options, 3 to re-create the port)", n, err)
+	}
+	if got := vsctl(t, o, "get", "Bridge", tp.tunBr, "fail_mode"); got != "secure" {
+		t.Errorf("fail_mode %q", got)
+	}
+	if n, err := tp.ensure(ctx, c); err != nil || n != 0 {
+		t.Fatalf("after repair: %d operations, %v; want 0", n, err)
+	}
+}
+
+func TestPhysPatchUnpeeredThenPeered(t *testing.T) {
+	o := ovstest.Start(t)
+	c := dial(t, o)
+	ctx := testCtx(t)
+	p := uniq(t)
+	intBr, phys := p+"-int", p+"-ph"
+	// The physical bridge pre-exists (bridge_mappings); the agent only adjusts it.
+	vsctl(t, o, "add-br", phys, "--", "set", "Bridge", phys, "datapath_type=netdev")
+	if _, err := c.EnsureBridges(ctx, BridgeSpec{Name: intBr, DatapathType: DatapathNetdev},
+		BridgeSpec{Name: phys, DatapathType: DatapathNetdev}); err != nil {
+		t.Fatal(err)
+	}
+	ip, pp, _ := PhysPatchNames(phys)
+	pair := []PatchPort{{Bridge: intBr, Name: ip, Peer: pp, CreateUnpeered: true}, {Bridge: phys, Name: pp, Peer: ip, CreateUnpeered: true}}
+	if _, err := c.EnsurePatchPorts(ctx, pair...); err != nil {
+		t.Fatal(err)
+	}
+	if got := vsctl(t, o, "get", "Interface", ip, "options:peer"); got != NonexistentPeer {
+		t.Fatalf("peer before: %q", got)
+	}
+	pair[0].CreateUnpeered, pair[1].CreateUnpeered = false, false
+	if n, err := c.EnsurePatchPorts(ctx, pair...); err != nil || n != 2 {
+		t.Fatalf("peer: %d ops, %v", n, err)
+	}
+	if got := vsctl(t, o, "get", "Interface", ip, "options:peer"); got != pp {
+		t.Fatalf("peer after: %q", got)
+	}
+	// Unpeered ensure of an existing, connected pair leaves it connected.
+	pair[0].CreateUnpeered, pair[1].CreateUnpeered = true, true
+	if n, err := c.EnsurePatchPorts(ctx, pair...); err != nil || n != 0 {
+		t.Fatalf("re-ensure: %d ops, %v", n, err)
+	}
+}
+
+func TestSystemAndExternalIDs(t *testing.T) {
+	o := ovstest.Start(t)
+	c := dial(t, o)
+	ctx := testCtx(t)
+	si, err := c.System(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ovs %s datapath_types %v iface_types %v", si.OVSVersion, si.DatapathTypes, si.IfaceTypes)
+	if !strings.Contains(strings.Join(si.DatapathTypes, ","), "netdev") ||
+		!strings.Contains(strings.Join(si.IfaceTypes, ","), "vxlan") {
+		t.Errorf("system info %+v", si)
+	}
+	br := uniq(t) + "-int"
+	if _, err := c.EnsureBridges(ctx, BridgeSpec{Name: br, DatapathType: DatapathNetdev}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetBridgeExternalIDs(ctx, br, map[string]string{"round": "7", "keep": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetBridgeExternalIDs(ctx, br, map[string]string{"round": "8"}, "keep"); err != nil {
+		t.Fatal(err)
+	}
+	// Our own write reaches the cache asynchronously; ovs-vsctl reads the server.
+	if got := vsctl(t, o, "get", "Bridge", br, "external_ids"); got != `{round="8"}` {
+		t.Fatalf("external_ids %q", got)
+	}
+	if err := c.SetBridgeExternalIDs(ctx, "no-such-br", map[string]string{"a": "b"}); err == nil {
+		t.Fatal("no error for missing bridge")
+	}
+	bi, err := c.Bridge(ctx, br)
+	if err != nil || bi.FailMode != FailModeSecure || bi.DatapathType != DatapathNetdev {
+		t.Fatalf("bridge %+v %v", bi, err)
+	}
+	if _, err := c.BridgeExternalIDs(ctx, "no-such-br"); err == nil {
+		t.Fatal("no error for missing bridge")
+	}
+}
+
+// addPatchPorts creates n unconnected patch ports on br in one transaction;
+// patch ports get ofports without creating kernel devices.
+func addPatchPorts(t testing.TB, c *Client, br, prefix string, n int) []string {
+	t.Helper()
+	ports := make([]PatchPort, n)
+	names := make([]string, n)
+	for i := range ports {
+		names[i] = fmt.Sprintf("%s%d", prefix, i)
+		ports[i] = PatchPort{Bridge: br, Name: names[i], Peer: NonexistentPeer}
+	}
+	if _, err := c.EnsurePatchPorts(testCtx(t), ports...); err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+func bindings(names []string, tag int) []PortBinding {
+	seg := 100 + tag
+	b := make([]PortBinding, len(names))
+	for i, n := range names {
+		b[i] = PortBinding{Name: n, Tag: tag,
+			OtherConfig: BindingOtherConfig("net-"+fmt.Sprint(tag), "vxlan", "", &seg, tag)}
+	}
+	return b
+}
+
+func TestSetPortBindings100(t *testing.T) {
+	o := ovstest.Start(t)
+	c := dial(t, o)
+	ctx := testCtx(t)
+	p := uniq(t)
+	br := p + "-int"
+	if _, err := c.EnsureBridges(ctx, BridgeSpec{Name: br, DatapathType: DatapathNetdev}); err != nil {
+		t.Fatal(err)
+	}
+	names := addPatchPorts(t, c, br, "p"+p[3:]+"-", 100)
+	// A port born dead (as Neutron's interface drivers create them) and a
+	// foreign other_config key that must survive.
+	vsctl(t, o, "set", "Port", names[0], "tag=4095", "vlan_mode=trunk", "trunks=4095", "other_config:foreign=yes")
+
+	written, missing, err := c.SetPortBindings(ctx, append(bindings(names, 5), PortBinding{Name: "gone", Tag: 1}))
+	if err != nil || written != 100 || len(missing) != 1 || missing[0] != "gone" {
+		t.Fatalf("SetPortBindings: written %d missing %v err %v", written, missing, err)
+	}
+	if got := vsctl(t, o, "get", "Port", names[0], "tag", "vlan_mode", "trunks", "other_config"); got !=
+		"5\n[]\n[]\n"+`{foreign=yes, net_uuid=net-5, network_type=vxlan, physical_network=None, segmentation_id="105", tag="5"}` {
+		t.Fatalf("port 0: %q", got)
+	}
+	if got := vsctl(t, o, "get", "Port", names[99], "tag", "other_config:tag"); got != "5\n\"5\"" {
+		t.Fatalf("port 99: %q", got)
+	}
+	// Read back through the cache (restart adoption reads these).
+	waitFor(t, func() bool {
+		ports, err := c.BridgePorts(ctx, br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pi := range ports {
+			if pi.Type == "patch" && (pi.Tag != 5 || pi.OtherConfig["net_uuid"] != "net-5") {
+				return false
+			}
+		}
+		return true
+	})
+	if written, _, err := c.SetPortBindings(ctx, bindings(names, 5)); err != nil || written != 0 {
+		t.Fatalf("repeat wrote %d ports, %v; want 0", written, err)
+	}
+	dead := []PortBinding{{Name: names[1], Tag: DeadVLANTag}}
+	if written, _, err := c.SetPortBindings(ctx, dead); err != nil || written != 1 {
+		t.Fatalf("dead: %d %v", written, err)
+	}
+	if got := vsctl(t, o, "get", "Port", names[1], "tag"); got != "4095" {
+		t.Fatalf("dead tag %q", got)
+	}
+}
+
+// waitFor polls cond on cache reads, which lag server writes by one update
+// message; the deadline only guards against a hang.
+func waitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func BenchmarkSetPortBindings1000(b *testing.B) {
+	o := ovstest.Start(b)
+	c := dial(b, o)
+	ctx := context.Background()
+	p := uniq(b)
+	br := p + "-int"
+	if _, err := c.EnsureBridges(ctx, BridgeSpec{Name: br, DatapathType: DatapathNetdev}); err != nil {
+		b.Fatal(err)
+	}
+	names := addPatchPorts(b, c, br, "b"+p[3:]+"-", 1000)
+	sets := [2][]PortBinding{bindings(names, 10), bindings(names, 11)}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		want := sets[i%2]
+		// The diff reads the cache; wait until it reflects the previous write
+		// so every iteration really writes 1,000 ports.
+		for {
+			w, _, err := c.SetPortBindings(ctx, want)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if w == len(names) {
+				break
+			}
+			if w != 0 {
+				b.Fatalf("wrote %d ports", w)
+			}
+		}
+	}
+}
