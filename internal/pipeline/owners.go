@@ -173,6 +173,9 @@ func networkFlows(s *State, n *Network, out BridgeFlows) {
 		if pb == nil {
 			return // physnet not mapped on this host: the reference logs and installs nothing
 		}
+		if !ownsProviderSegment(s, n) {
+			return
+		}
 		out.add(s.Int.Name, s.Int.Cookie, intTranslationFlow(s, pb, n))
 		out.add(pb.Bridge, pb.Cookie, physTranslationFlow(pb, n))
 	}
@@ -187,4 +190,32 @@ func tunnelFlows(s *State, t *Tunnel, out BridgeFlows) {
 		return
 	}
 	out.add(s.Tun.Name, s.Tun.Cookie, tunPortFlow(s, t)...)
+}
+
+// ownsProviderSegment: two mappings claiming the same provider segment of a
+// physnet (a second flat network, which Neutron refuses, or stale state)
+// would install the same br-int flow with different actions. The reference
+// lets the last one win; we let the lowest local VLAN win so the result does
+// not depend on event order, and the other gets no translation flows.
+func ownsProviderSegment(s *State, n *Network) bool {
+	for _, o := range s.Networks {
+		if o == n || o.PhysicalNetwork != n.PhysicalNetwork || (o.Type != TypeVLAN && o.Type != TypeFlat) {
+			continue
+		}
+		if providerVID(o) != providerVID(n) {
+			continue
+		}
+		if o.LocalVLAN < n.LocalVLAN || (o.LocalVLAN == n.LocalVLAN && o.Key.String() < n.Key.String()) {
+			return false
+		}
+	}
+	return true
+}
+
+// providerVID is the VLAN a mapping uses on the wire, -1 for untagged.
+func providerVID(n *Network) int {
+	if n.Type == TypeFlat || !n.Key.HasSeg {
+		return -1
+	}
+	return int(n.Key.SegID)
 }
