@@ -10,9 +10,9 @@ import (
 	of "github.com/ovsagent/ovsagent/internal/openflow"
 )
 
-func ip(s string) netip.Addr      { return netip.MustParseAddr(s) }
-func pfx(s string) netip.Prefix   { return netip.MustParsePrefix(s) }
-func iptr(v int) *int             { return &v }
+func ip(s string) netip.Addr    { return netip.MustParseAddr(s) }
+func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+func iptr(v int) *int           { return &v }
 func mac(s string) net.HardwareAddr {
 	m, err := net.ParseMAC(s)
 	if err != nil {
