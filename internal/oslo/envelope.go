@@ -1,0 +1,458 @@
+package oslo
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// The oslo.messaging 2.0 envelope: {"oslo.version": "2.0", "oslo.message": "<inner JSON>"}.
+const (
+	EnvelopeVersion = "2.0"
+	envVersionKey   = "oslo.version"
+	envMessageKey   = "oslo.message"
+	contextPrefix   = "_context_"
+)
+
+// DefaultMaxMessageBytes bounds every body this package decodes. The largest message
+// neutron-server sends an agent (a push or bulk_pull reply of many OVOs) is a few MB.
+const DefaultMaxMessageBytes = 8 << 20
+
+// Reasons a received message is dropped; stable strings, used as metric labels.
+const (
+	ReasonTooLarge        = "too_large"
+	ReasonNotJSON         = "not_json"
+	ReasonNotObject       = "not_object"
+	ReasonEnvelopeVersion = "envelope_version"
+	ReasonBadEnvelope     = "bad_envelope"
+	ReasonMissingMethod   = "missing_method"
+	ReasonBadArgs         = "bad_args"
+	ReasonBadField        = "bad_field"
+	ReasonDuplicate       = "duplicate"
+	ReasonUnknownMsgID    = "unknown_msg_id"
+)
+
+// DecodeError is a malformed message; Reason is one of the Reason* constants.
+type DecodeError struct {
+	Reason string
+	Detail string
+}
+
+func (e *DecodeError) Error() string {
+	return "oslo: malformed message (" + e.Reason + "): " + e.Detail
+}
+
+func decodeErr(reason, format string, a ...any) *DecodeError {
+	return &DecodeError{Reason: reason, Detail: fmt.Sprintf(format, a...)}
+}
+
+// decodeEnvelope returns the top-level keys of the inner message. A JSON object without
+// both envelope keys is taken as a bare (pre-envelope) message, as oslo does.
+func decodeEnvelope(body []byte, max int) (map[string]json.RawMessage, error) {
+	if max <= 0 {
+		max = DefaultMaxMessageBytes
+	}
+	if len(body) > max {
+		return nil, decodeErr(ReasonTooLarge, "%d bytes > limit %d", len(body), max)
+	}
+	outer, err := decodeObject(body)
+	if err != nil {
+		return nil, err
+	}
+	rawVer, hasVer := outer[envVersionKey]
+	rawMsg, hasMsg := outer[envMessageKey]
+	if !hasVer || !hasMsg {
+		return outer, nil
+	}
+	var ver string
+	if err := json.Unmarshal(rawVer, &ver); err != nil {
+		return nil, decodeErr(ReasonEnvelopeVersion, "oslo.version is not a string")
+	}
+	if ok, _ := versionCompatible(EnvelopeVersion, ver); !ok {
+		return nil, decodeErr(ReasonEnvelopeVersion, "oslo.version %q not compatible with %s", ver, EnvelopeVersion)
+	}
+	var inner string
+	if err := json.Unmarshal(rawMsg, &inner); err != nil {
+		return nil, decodeErr(ReasonBadEnvelope, "oslo.message is not a string")
+	}
+	m, err := decodeObject([]byte(inner))
+	if err != nil {
+		var de *DecodeError
+		if errors.As(err, &de) {
+			de.Detail = "inner message: " + de.Detail
+		}
+		return nil, err
+	}
+	return m, nil
+}
+
+func decodeObject(b []byte) (map[string]json.RawMessage, error) {
+	if !json.Valid(b) {
+		return nil, decodeErr(ReasonNotJSON, "invalid JSON (%d bytes)", len(b))
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil || m == nil {
+		return nil, decodeErr(ReasonNotObject, "JSON value is not an object")
+	}
+	return m, nil
+}
+
+// encodeEnvelope wraps an inner JSON message into the 2.0 envelope.
+func encodeEnvelope(inner []byte) []byte {
+	var b bytes.Buffer
+	b.Grow(len(inner) + len(inner)/8 + 48)
+	b.WriteString(`{"oslo.version": "2.0", "oslo.message": `)
+	writeJSONString(&b, inner)
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// incoming is a decoded request (call or cast) addressed to an RPC server.
+type incoming struct {
+	Request
+	UniqueID string
+	MsgID    string // set for calls
+	ReplyQ   string // set for calls
+}
+
+func decodeRequest(body []byte, max int) (*incoming, error) {
+	m, err := decodeEnvelope(body, max)
+	if err != nil {
+		return nil, err
+	}
+	in := &incoming{}
+	if raw, ok := m["method"]; !ok || isNull(raw) {
+		return nil, decodeErr(ReasonMissingMethod, "no method")
+	} else if err := json.Unmarshal(raw, &in.Method); err != nil || in.Method == "" {
+		return nil, decodeErr(ReasonMissingMethod, "method is not a non-empty string")
+	}
+	if raw, ok := m["args"]; !ok || isNull(raw) {
+		in.Args = json.RawMessage("{}")
+	} else if firstByte(raw) != '{' {
+		return nil, decodeErr(ReasonBadArgs, "args of method %s is not an object", in.Method)
+	} else {
+		in.Args = raw
+	}
+	if err := optString(m, "version", &in.Version); err != nil {
+		return nil, err
+	}
+	if in.Version == "" {
+		in.Version = "1.0"
+	}
+	if err := optString(m, "namespace", &in.Namespace); err != nil {
+		return nil, err
+	}
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"_unique_id", &in.UniqueID}, {"_msg_id", &in.MsgID}, {"_reply_q", &in.ReplyQ}} {
+		if err := optString(m, f.key, f.dst); err != nil {
+			return nil, err
+		}
+	}
+	if in.MsgID != "" && in.ReplyQ == "" {
+		return nil, decodeErr(ReasonBadField, "call %s has _msg_id but no _reply_q", in.Method)
+	}
+	in.Context = make(map[string]any)
+	for k, raw := range m {
+		if key, ok := strings.CutPrefix(k, contextPrefix); ok {
+			var v any
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return nil, decodeErr(ReasonBadField, "context key %s", key)
+			}
+			in.Context[key] = v
+		}
+	}
+	return in, nil
+}
+
+func optString(m map[string]json.RawMessage, key string, dst *string) error {
+	raw, ok := m[key]
+	if !ok || isNull(raw) {
+		return nil
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return decodeErr(ReasonBadField, "%s is not a string", key)
+	}
+	return nil
+}
+
+func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+func firstByte(raw json.RawMessage) byte {
+	t := bytes.TrimLeft(raw, " \t\r\n")
+	if len(t) == 0 {
+		return 0
+	}
+	return t[0]
+}
+
+// ContextField is one key of a serialised oslo request context (without the
+// "_context_" prefix). A slice keeps the order neutron's to_dict produces.
+type ContextField struct {
+	Key   string
+	Value any
+}
+
+// AdminContext is the context neutron's get_admin_context() serialises, key for key as
+// captured from the reference agent on Zed (roles is empty there: the admin flag, not a
+// role, makes it admin).
+func AdminContext(now time.Time) []ContextField {
+	return []ContextField{
+		{"user", nil}, {"project_id", nil}, {"system_scope", nil}, {"project", nil},
+		{"domain", nil}, {"user_domain", nil}, {"project_domain", nil},
+		{"is_admin", true}, {"read_only", false}, {"show_deleted", false},
+		{"auth_token", nil}, {"request_id", "req-" + uuid.NewString()},
+		{"global_request_id", nil}, {"resource_uuid", nil}, {"roles", []string{}},
+		{"user_identity", "- - - - -"}, {"is_admin_project", true}, {"user_id", nil},
+		{"tenant_id", nil}, {"timestamp", pyTimestamp(now)}, {"tenant_name", nil},
+		{"project_name", nil}, {"user_name", nil},
+	}
+}
+
+// pyTimestamp renders str(datetime) of a naive UTC datetime, which drops the
+// fraction when it is zero.
+func pyTimestamp(t time.Time) string {
+	t = t.UTC()
+	s := t.Format("2006-01-02 15:04:05")
+	if us := t.Nanosecond() / 1000; us != 0 {
+		s += fmt.Sprintf(".%06d", us)
+	}
+	return s
+}
+
+// outgoing is a request to encode. Args must marshal to a JSON object.
+type outgoing struct {
+	Method    string
+	Args      any
+	Version   string
+	Namespace string
+	MsgID     string // call only
+	ReplyQ    string // call only
+	UniqueID  string
+	Context   []ContextField
+}
+
+// encodeRequest produces the enveloped body with keys in oslo's order:
+// method, args, namespace, version, _msg_id, _reply_q, _timeout, _unique_id, context.
+func encodeRequest(o *outgoing) ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteString(`{"method": `)
+	writeJSONString(&b, []byte(o.Method))
+	b.WriteString(`, "args": `)
+	args, err := marshalArgs(o.Args)
+	if err != nil {
+		return nil, fmt.Errorf("oslo: encode args of %s: %w", o.Method, err)
+	}
+	b.Write(args)
+	if o.Namespace != "" {
+		b.WriteString(`, "namespace": `)
+		writeJSONString(&b, []byte(o.Namespace))
+	}
+	if o.Version != "" {
+		b.WriteString(`, "version": `)
+		writeJSONString(&b, []byte(o.Version))
+	}
+	if o.MsgID != "" {
+		b.WriteString(`, "_msg_id": `)
+		writeJSONString(&b, []byte(o.MsgID))
+		b.WriteString(`, "_reply_q": `)
+		writeJSONString(&b, []byte(o.ReplyQ))
+		b.WriteString(`, "_timeout": null`)
+	}
+	b.WriteString(`, "_unique_id": `)
+	writeJSONString(&b, []byte(o.UniqueID))
+	for _, f := range o.Context {
+		b.WriteString(`, `)
+		writeJSONString(&b, []byte(contextPrefix+f.Key))
+		b.WriteString(`: `)
+		v, err := marshalJSON(f.Value)
+		if err != nil {
+			return nil, fmt.Errorf("oslo: encode context %s: %w", f.Key, err)
+		}
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return encodeEnvelope(b.Bytes()), nil
+}
+
+func marshalArgs(args any) ([]byte, error) {
+	if args == nil {
+		return []byte("{}"), nil
+	}
+	raw, err := marshalJSON(args)
+	if err != nil {
+		return nil, err
+	}
+	if firstByte(raw) != '{' {
+		if isNull(raw) {
+			return []byte("{}"), nil
+		}
+		return nil, errors.New("args must be a JSON object (keyword arguments)")
+	}
+	return raw, nil
+}
+
+// marshalJSON is json.Marshal without HTML escaping (Python's json.dumps does not escape <>&).
+func marshalJSON(v any) ([]byte, error) {
+	if raw, ok := v.(json.RawMessage); ok {
+		if !json.Valid(raw) {
+			return nil, errors.New("invalid raw JSON")
+		}
+		return raw, nil
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+func writeJSONString(b *bytes.Buffer, s []byte) {
+	var tmp bytes.Buffer
+	enc := json.NewEncoder(&tmp)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(string(s)) // a string always encodes
+	b.Write(bytes.TrimRight(tmp.Bytes(), "\n"))
+}
+
+// reply is the inner message an RPC server sends back to a caller's reply queue.
+type reply struct {
+	Result   json.RawMessage
+	Failure  *RemoteError
+	Ending   bool
+	MsgID    string
+	UniqueID string
+}
+
+func encodeReply(r *reply) ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteString(`{"result": `)
+	if len(r.Result) == 0 {
+		b.WriteString("null")
+	} else {
+		b.Write(r.Result)
+	}
+	b.WriteString(`, "failure": `)
+	if r.Failure == nil {
+		b.WriteString("null")
+	} else {
+		f, err := marshalJSON(r.Failure.wire())
+		if err != nil {
+			return nil, fmt.Errorf("oslo: encode failure: %w", err)
+		}
+		writeJSONString(&b, f) // failure is a JSON string holding JSON
+	}
+	b.WriteString(`, "ending": `)
+	b.WriteString(strconv.FormatBool(r.Ending))
+	b.WriteString(`, "_msg_id": `)
+	writeJSONString(&b, []byte(r.MsgID))
+	b.WriteString(`, "_unique_id": `)
+	writeJSONString(&b, []byte(r.UniqueID))
+	b.WriteByte('}')
+	return encodeEnvelope(b.Bytes()), nil
+}
+
+func decodeReply(body []byte, max int) (*reply, error) {
+	m, err := decodeEnvelope(body, max)
+	if err != nil {
+		return nil, err
+	}
+	r := &reply{}
+	if err := optString(m, "_msg_id", &r.MsgID); err != nil {
+		return nil, err
+	}
+	if r.MsgID == "" {
+		return nil, decodeErr(ReasonBadField, "reply without _msg_id")
+	}
+	if err := optString(m, "_unique_id", &r.UniqueID); err != nil {
+		return nil, err
+	}
+	if raw, ok := m["result"]; ok && !isNull(raw) {
+		r.Result = raw
+	}
+	if raw, ok := m["ending"]; ok && !isNull(raw) {
+		if err := json.Unmarshal(raw, &r.Ending); err != nil {
+			return nil, decodeErr(ReasonBadField, "ending is not a bool")
+		}
+	}
+	if raw, ok := m["failure"]; ok && !isNull(raw) {
+		f, err := decodeFailure(raw)
+		if err != nil {
+			return nil, err
+		}
+		r.Failure = f
+	}
+	return r, nil
+}
+
+// decodeFailure accepts the JSON string oslo sends, and a bare object for leniency.
+func decodeFailure(raw json.RawMessage) (*RemoteError, error) {
+	if firstByte(raw) == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, decodeErr(ReasonBadField, "failure string")
+		}
+		raw = json.RawMessage(s)
+	}
+	var w remoteErrorWire
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return nil, decodeErr(ReasonBadField, "failure is not a serialised exception")
+	}
+	e := &RemoteError{Class: w.Class, Module: w.Module, Message: w.Message, Tb: w.Tb, Args: w.Args, Kwargs: w.Kwargs}
+	// Mirrors oslo: a re-raised remote exception keeps its original name.
+	if strings.HasSuffix(e.Class, "_Remote") && strings.HasSuffix(e.Module, "_Remote") {
+		e.Class = strings.TrimSuffix(e.Class, "_Remote")
+		e.Module = strings.TrimSuffix(e.Module, "_Remote")
+	}
+	return e, nil
+}
+
+// versionCompatible is oslo's version_is_compatible: same major, requested minor (and
+// revision at equal minor) not above the implemented one.
+func versionCompatible(imp, req string) (bool, error) {
+	if imp == "" {
+		return true, nil
+	}
+	iv, err := parseVersion(imp)
+	if err != nil {
+		return false, err
+	}
+	rv, err := parseVersion(req)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case rv[0] != iv[0]:
+		return false, nil
+	case rv[1] > iv[1]:
+		return false, nil
+	case rv[1] == iv[1] && rv[2] > iv[2]:
+		return false, nil
+	}
+	return true, nil
+}
+
+func parseVersion(s string) ([3]int, error) {
+	var v [3]int
+	parts := strings.Split(s, ".")
+	if len(parts) < 2 || len(parts) > 3 {
+		return v, fmt.Errorf("bad version %q", s)
+	}
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return v, fmt.Errorf("bad version %q", s)
+		}
+		v[i] = n
+	}
+	return v, nil
+}

@@ -1,0 +1,244 @@
+package oslo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Request is a received call or cast.
+type Request struct {
+	Method    string
+	Version   string // "1.0" when the sender gave none
+	Namespace string // "" for None
+	Args      json.RawMessage
+	// Context is the sender's request context (the _context_* keys, prefix removed).
+	Context map[string]any
+}
+
+// Handler serves one method. The result is JSON-encoded into the reply of a call; an
+// error becomes the reply's failure (a *RemoteError is sent as is).
+type Handler func(ctx context.Context, req *Request) (any, error)
+
+// Endpoint is an oslo RPC endpoint: a target namespace and version and its methods.
+type Endpoint struct {
+	Namespace string
+	Version   string // "1.0" when empty
+	Methods   map[string]Handler
+}
+
+type server struct {
+	t         *Transport
+	topic     string
+	fanoutQ   string
+	endpoints []Endpoint
+	dedup     dedup
+
+	mu  sync.Mutex
+	gen uint64 // session generation the consumers were declared on
+}
+
+// Serve starts an RPC server for topic the way oslo does: queues <topic> and
+// <topic>.<Host> bound to the control exchange, and <topic>_fanout_<uuid hex> (x-expires)
+// bound to the <topic>_fanout exchange. Messages are acked on receipt, then dispatched
+// in order per queue. The queues are redeclared, with the same names, on every reconnect.
+// When the broker is down Serve returns nil and the consumers start once it is back.
+func (t *Transport) Serve(topic string, eps ...Endpoint) error {
+	if topic == "" {
+		return errors.New("oslo: serve: empty topic")
+	}
+	if len(eps) == 0 {
+		return fmt.Errorf("oslo: serve %s: no endpoints", topic)
+	}
+	for i := range eps {
+		if eps[i].Version == "" {
+			eps[i].Version = "1.0"
+		}
+		if _, err := parseVersion(eps[i].Version); err != nil {
+			return fmt.Errorf("oslo: serve %s: endpoint version: %w", topic, err)
+		}
+	}
+	s := &server{t: t, topic: topic, fanoutQ: topic + "_fanout_" + newID(), endpoints: eps}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return ErrClosed
+	}
+	for _, o := range t.servers {
+		if o.topic == topic {
+			t.mu.Unlock()
+			return fmt.Errorf("oslo: serve %s: topic already served", topic)
+		}
+	}
+	t.servers = append(t.servers, s)
+	sess := t.sess
+	t.mu.Unlock()
+	if sess == nil {
+		return nil
+	}
+	if err := s.declare(sess); err != nil {
+		if sess.conn.IsClosed() {
+			return nil // the run loop declares it on the next connection
+		}
+		t.mu.Lock()
+		for i, o := range t.servers {
+			if o == s {
+				t.servers = append(t.servers[:i], t.servers[i+1:]...)
+				break
+			}
+		}
+		t.mu.Unlock()
+		return fmt.Errorf("oslo: serve %s: %w", topic, err)
+	}
+	return nil
+}
+
+// FanoutQueue is the server's fanout queue name (for tests and diagnostics).
+func (t *Transport) FanoutQueue(topic string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range t.servers {
+		if s.topic == topic {
+			return s.fanoutQ
+		}
+	}
+	return ""
+}
+
+func (s *server) declare(sess *session) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gen == sess.gen {
+		return nil
+	}
+	t := s.t
+	ch, err := sess.conn.Channel()
+	if err != nil {
+		return err
+	}
+	open := sess.conn.Channel
+	if ch, err = declareExchange(open, ch, t.controlExchange()); err != nil {
+		return fmt.Errorf("declare exchange %s: %w", t.cfg.ControlExchange, err)
+	}
+	if ch, err = declareExchange(open, ch, fanoutExchange(s.topic)); err != nil {
+		return fmt.Errorf("declare exchange %s_fanout: %w", s.topic, err)
+	}
+	queues := []struct {
+		name, key, exchange string
+		args                amqp.Table
+	}{
+		{s.topic, s.topic, t.cfg.ControlExchange, nil},
+		{s.topic + "." + t.cfg.Host, s.topic + "." + t.cfg.Host, t.cfg.ControlExchange, nil},
+		{s.fanoutQ, s.topic, s.topic + "_fanout", t.transientArgs()},
+	}
+	for _, q := range queues {
+		if _, err := ch.QueueDeclare(q.name, false, false, false, false, q.args); err != nil {
+			if !isInequivalentDurable(err) {
+				return fmt.Errorf("declare queue %s: %w", q.name, err)
+			}
+			// Someone declared it durable: use it as it is.
+			if ch, err = sess.conn.Channel(); err != nil {
+				return err
+			}
+			if _, err := ch.QueueDeclarePassive(q.name, true, false, false, false, q.args); err != nil {
+				return fmt.Errorf("declare queue %s: %w", q.name, err)
+			}
+		}
+		if err := ch.QueueBind(q.name, q.key, q.exchange, false, nil); err != nil {
+			return fmt.Errorf("bind queue %s to %s: %w", q.name, q.exchange, err)
+		}
+	}
+	for _, q := range queues {
+		dels, err := ch.Consume(q.name, "", false, false, false, false, nil)
+		if err != nil {
+			return fmt.Errorf("consume %s: %w", q.name, err)
+		}
+		t.wg.Add(1)
+		go s.consume(sess, q.name, dels)
+	}
+	s.gen = sess.gen
+	return nil
+}
+
+func (s *server) consume(sess *session, queue string, dels <-chan amqp.Delivery) {
+	defer s.t.wg.Done()
+	for d := range dels {
+		// At-most-once, as oslo's RPC server: ack first, then dispatch.
+		_ = d.Ack(false)
+		s.handle(queue, d.Body)
+	}
+	s.t.consumerGone(sess, queue)
+}
+
+func (s *server) handle(queue string, body []byte) {
+	t := s.t
+	in, err := decodeRequest(body, t.cfg.MaxMessageBytes)
+	if err != nil {
+		t.drop(s.topic, queue, reasonOf(err), err, len(body))
+		return
+	}
+	if s.dedup.seen(in.UniqueID) {
+		t.drop(s.topic, queue, ReasonDuplicate, fmt.Errorf("duplicate _unique_id %s of %s", in.UniqueID, in.Method), len(body))
+		return
+	}
+	result, herr := s.dispatch(in)
+	if in.MsgID == "" {
+		if herr != nil {
+			t.log.Warn("oslo: cast failed", "topic", s.topic, "method", in.Method, "version", in.Version, "err", herr)
+		}
+		return
+	}
+	r := &reply{Ending: true, MsgID: in.MsgID, UniqueID: newID()}
+	if herr != nil {
+		r.Failure = toRemoteError(herr)
+	} else if raw, err := marshalJSON(result); err != nil {
+		r.Failure = toRemoteError(fmt.Errorf("cannot serialise result of %s: %w", in.Method, err))
+	} else {
+		r.Result = raw
+	}
+	out, err := encodeReply(r)
+	if err != nil {
+		t.log.Error("oslo: encode reply", "method", in.Method, "err", err)
+		return
+	}
+	go t.sendReply(in.ReplyQ, out)
+}
+
+// dispatch applies oslo's rules: endpoints whose namespace matches and whose version is
+// compatible are tried in order; none compatible is UnsupportedVersion, compatible but
+// without the method is NoSuchMethod.
+func (s *server) dispatch(in *incoming) (result any, err error) {
+	found := false
+	for _, ep := range s.endpoints {
+		if ep.Namespace != in.Namespace {
+			continue
+		}
+		if ok, _ := versionCompatible(ep.Version, in.Version); !ok {
+			continue
+		}
+		if h, ok := ep.Methods[in.Method]; ok && h != nil {
+			return s.invoke(h, &in.Request)
+		}
+		found = true
+	}
+	if found {
+		return nil, noSuchMethod(in.Method)
+	}
+	return nil, unsupportedVersion(in.Version, in.Method)
+}
+
+// invoke keeps a handler bug from killing the consumer.
+func (s *server) invoke(h Handler, req *Request) (result any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.t.log.Error("oslo: handler panicked", "topic", s.topic, "method", req.Method, "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("handler for %s panicked: %v", req.Method, p)
+		}
+	}()
+	return h(s.t.ctx, req)
+}

@@ -1,0 +1,455 @@
+// Package oslo is an oslo.messaging-compatible RabbitMQ driver: the 2.0 envelope,
+// call/cast/fanout to neutron-server, an RPC server with oslo's dispatch rules, one reply
+// queue per process, and reconnection that keeps every queue name.
+package oslo
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Config holds the [DEFAULT]/[oslo_messaging_rabbit] settings the driver uses. Zero
+// values take the reference defaults (see withDefaults).
+type Config struct {
+	URL TransportURL
+	// TLS enables amqps when non-nil.
+	TLS *tls.Config
+	// Host is CONF.host: the server queue of every topic is <topic>.<Host>.
+	Host string
+	// ControlExchange is the topic exchange, "neutron" for Neutron.
+	ControlExchange string
+
+	HeartbeatTimeout time.Duration // heartbeat_timeout_threshold, 60s
+	HeartbeatRate    int           // heartbeat_rate, 2 (amqp091 beats every timeout/2)
+
+	// Reconnect delays: RetryInterval, then +RetryBackoff per failed attempt, capped at
+	// RetryMax (rabbit_retry_interval/rabbit_retry_backoff/rabbit_interval_max).
+	RetryInterval, RetryBackoff, RetryMax time.Duration
+
+	TransientQueuesTTL time.Duration // rabbit_transient_queues_ttl, 1800s (x-expires)
+	ResponseTimeout    time.Duration // rpc_response_timeout, 60s
+	ResponseMaxTimeout time.Duration // rpc_response_max_timeout, 600s
+
+	Logger *slog.Logger
+
+	// Observer receives counters (nil: none). It must not block.
+	Observer Observer
+	// MaxMessageBytes bounds decoded bodies (0: DefaultMaxMessageBytes).
+	MaxMessageBytes int
+	// BackoffSleep replaces the sleep after a call timeout (neutron-lib's random wait);
+	// nil sleeps for real, honouring ctx.
+	BackoffSleep func(ctx context.Context, d time.Duration)
+	// DisableBackoff turns the per-method timeout doubling and sleep off for every call.
+	DisableBackoff bool
+	// MissingReplyQueueTimeout is how long a reply to a queue that does not exist is
+	// retried (kombu_missing_consumer_retry_timeout, 60s).
+	MissingReplyQueueTimeout time.Duration
+}
+
+// Observer lets internal/metrics count without this package importing Prometheus.
+type Observer interface {
+	CallDone(method string, d time.Duration, err error)
+	Dropped(topic, reason string)
+	Reconnected()
+}
+
+type nopObserver struct{}
+
+func (nopObserver) CallDone(string, time.Duration, error) {}
+func (nopObserver) Dropped(string, string)                {}
+func (nopObserver) Reconnected()                          {}
+
+func (c Config) withDefaults() Config {
+	if c.ControlExchange == "" {
+		c.ControlExchange = "neutron"
+	}
+	if c.Host == "" {
+		c.Host, _ = os.Hostname()
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.HeartbeatTimeout, 60*time.Second)
+	if c.HeartbeatRate <= 0 {
+		c.HeartbeatRate = 2
+	}
+	def(&c.RetryInterval, time.Second)
+	def(&c.RetryBackoff, 2*time.Second)
+	def(&c.RetryMax, 30*time.Second)
+	def(&c.TransientQueuesTTL, 1800*time.Second)
+	def(&c.ResponseTimeout, 60*time.Second)
+	def(&c.ResponseMaxTimeout, 600*time.Second)
+	def(&c.MissingReplyQueueTimeout, 60*time.Second)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	return c
+}
+
+// Stats is a snapshot of the transport's counters.
+type Stats struct {
+	Connected  bool
+	Reconnects uint64
+	Calls      uint64
+	CallErrors uint64
+	// Dropped counts dropped received messages by reason (Reason* constants).
+	Dropped map[string]uint64
+}
+
+// Transport is one process's connection to the broker: publishers, the reply queue and
+// every RPC server registered with Serve.
+type Transport struct {
+	cfg  Config
+	log  *slog.Logger
+	obs  Observer
+	id   string // distinguishes this process's connection in the broker's list
+	ctx  context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+
+	replyQ string
+
+	mu          sync.Mutex
+	sess        *session
+	up          chan struct{} // closed while connected
+	gen         uint64
+	servers     []*server
+	wantReply   bool
+	waiters     map[string]*waiter
+	onReconnect []func()
+	timeouts    map[string]time.Duration
+	stats       Stats
+	closed      bool
+
+	replyDedup dedup
+}
+
+// session is one AMQP connection and the channels opened on it.
+type session struct {
+	conn *amqp.Connection
+	gen  uint64
+
+	pubMu    sync.Mutex
+	pubCh    *amqp.Channel
+	declared map[string]bool
+
+	repMu   sync.Mutex
+	repCh   *amqp.Channel
+	returns chan amqp.Return
+
+	replyMu       sync.Mutex
+	replyConsumer bool
+}
+
+// Dial starts the transport. It returns at once when the broker is unreachable; the
+// connection is retried in the background and every operation waits for it.
+func Dial(ctx context.Context, cfg Config) (*Transport, error) {
+	cfg = cfg.withDefaults()
+	if len(cfg.URL.Hosts) == 0 {
+		return nil, fmt.Errorf("oslo: dial: transport_url has no host")
+	}
+	t := &Transport{
+		cfg:      cfg,
+		log:      cfg.Logger.With("component", "oslo"),
+		obs:      cfg.Observer,
+		id:       newID()[:8],
+		replyQ:   "reply_" + newID(),
+		up:       make(chan struct{}),
+		waiters:  make(map[string]*waiter),
+		timeouts: make(map[string]time.Duration),
+		stats:    Stats{Dropped: make(map[string]uint64)},
+	}
+	t.ctx, t.stop = context.WithCancel(context.WithoutCancel(ctx))
+	first := make(chan error, 1)
+	t.wg.Add(1)
+	go t.run(first)
+	// Give a reachable broker the chance to be up before Dial returns, so callers
+	// usually start connected; a down broker is not an error.
+	select {
+	case err := <-first:
+		if err != nil {
+			t.log.Warn("oslo: broker not reachable yet, retrying in background", "url", cfg.URL.String(), "err", err)
+		}
+	case <-ctx.Done():
+	}
+	return t, nil
+}
+
+// ReplyQueue is this process's reply queue name (reply_<uuid hex>).
+func (t *Transport) ReplyQueue() string { return t.replyQ }
+
+// OnReconnect registers f to run (in its own goroutine) after every successful
+// re-connection, once every consumer has been declared again.
+func (t *Transport) OnReconnect(f func()) {
+	t.mu.Lock()
+	t.onReconnect = append(t.onReconnect, f)
+	t.mu.Unlock()
+}
+
+// Connected reports whether a broker connection is currently up.
+func (t *Transport) Connected() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sess != nil
+}
+
+// Stats returns a copy of the counters.
+func (t *Transport) Stats() Stats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.stats
+	s.Connected = t.sess != nil
+	s.Dropped = make(map[string]uint64, len(t.stats.Dropped))
+	for k, v := range t.stats.Dropped {
+		s.Dropped[k] = v
+	}
+	return s
+}
+
+// Close stops every consumer and closes the connection. Pending calls fail with ErrClosed.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	sess := t.sess
+	t.mu.Unlock()
+	t.stop()
+	var err error
+	if sess != nil {
+		err = sess.conn.Close()
+	}
+	t.wg.Wait()
+	if err != nil && err != amqp.ErrClosed {
+		return fmt.Errorf("oslo: close: %w", err)
+	}
+	return nil
+}
+
+func (t *Transport) run(first chan<- error) {
+	defer t.wg.Done()
+	attempt := 0
+	hadSession := false
+	for t.ctx.Err() == nil {
+		sess, err := t.connect(attempt)
+		if first != nil {
+			first <- err
+			first = nil
+		}
+		if err != nil {
+			d := t.retryDelay(attempt)
+			t.log.Warn("oslo: connect failed", "url", t.cfg.URL.String(), "attempt", attempt+1, "retry_in", d, "err", err)
+			attempt++
+			if !sleepCtx(t.ctx, d) {
+				return
+			}
+			continue
+		}
+		attempt = 0
+		closed := sess.conn.NotifyClose(make(chan *amqp.Error, 1))
+		servers, wantReply, callbacks := t.activate(sess)
+		if err := t.declareAll(sess, servers, wantReply); err != nil {
+			t.log.Warn("oslo: declaring consumers failed, reconnecting", "err", err)
+			_ = sess.conn.Close()
+		} else {
+			t.log.Info("oslo: connected", "url", t.cfg.URL.String(), "reply_queue", t.replyQ, "reconnect", hadSession)
+			if hadSession {
+				t.mu.Lock()
+				t.stats.Reconnects++
+				t.mu.Unlock()
+				t.obs.Reconnected()
+				for _, f := range callbacks {
+					go f()
+				}
+			}
+			hadSession = true
+		}
+		select {
+		case e := <-closed:
+			t.deactivate(sess)
+			if t.ctx.Err() != nil {
+				return
+			}
+			t.log.Warn("oslo: connection lost", "err", e)
+		case <-t.ctx.Done():
+			t.deactivate(sess)
+			_ = sess.conn.Close()
+			return
+		}
+		if !sleepCtx(t.ctx, t.cfg.RetryInterval) {
+			return
+		}
+	}
+}
+
+// retryDelay follows kombu's ensure(): interval_start, +interval_step each time, capped.
+func (t *Transport) retryDelay(attempt int) time.Duration {
+	d := t.cfg.RetryInterval + time.Duration(attempt)*t.cfg.RetryBackoff
+	if d > t.cfg.RetryMax {
+		d = t.cfg.RetryMax
+	}
+	return d
+}
+
+func (t *Transport) connect(attempt int) (*session, error) {
+	h := t.cfg.URL.Hosts[attempt%len(t.cfg.URL.Hosts)]
+	scheme := "amqp"
+	if t.cfg.TLS != nil {
+		scheme = "amqps"
+	}
+	uri := amqp.URI{Scheme: scheme, Host: h.Host, Port: h.Port, Username: h.User, Password: h.Password, Vhost: t.cfg.URL.VHost}
+	if uri.Username == "" {
+		uri.Username, uri.Password = "guest", "guest"
+	}
+	props := amqp.NewConnectionProperties()
+	props.SetClientConnectionName(fmt.Sprintf("ovsagent:%s:%d:%s", t.cfg.Host, os.Getpid(), t.id))
+	conn, err := amqp.DialConfig(uri.String(), amqp.Config{
+		Heartbeat:       t.cfg.HeartbeatTimeout,
+		TLSClientConfig: t.cfg.TLS,
+		Properties:      props,
+		Locale:          "en_US",
+		Dial:            amqp.DefaultDial(10 * time.Second),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("oslo: dial %s: %w", h.Addr(), err)
+	}
+	t.mu.Lock()
+	t.gen++
+	gen := t.gen
+	t.mu.Unlock()
+	return &session{conn: conn, gen: gen, declared: make(map[string]bool)}, nil
+}
+
+func (t *Transport) activate(sess *session) ([]*server, bool, []func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sess = sess
+	close(t.up)
+	return append([]*server(nil), t.servers...), t.wantReply, append([]func(){}, t.onReconnect...)
+}
+
+func (t *Transport) deactivate(sess *session) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.sess == sess {
+		t.sess = nil
+		t.up = make(chan struct{})
+	}
+}
+
+func (t *Transport) declareAll(sess *session, servers []*server, wantReply bool) error {
+	if wantReply {
+		if err := t.declareReply(sess); err != nil {
+			return err
+		}
+	}
+	for _, s := range servers {
+		if err := s.declare(sess); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// session waits until a connection is up (or ctx ends).
+func (t *Transport) session(ctx context.Context) (*session, error) {
+	for {
+		t.mu.Lock()
+		sess, up, closed := t.sess, t.up, t.closed
+		t.mu.Unlock()
+		if closed {
+			return nil, ErrClosed
+		}
+		if sess != nil && !sess.conn.IsClosed() {
+			return sess, nil
+		}
+		if sess != nil {
+			// Closed under us; wait for run to notice and replace it.
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-t.ctx.Done():
+				return nil, ErrClosed
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		select {
+		case <-up:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.ctx.Done():
+			return nil, ErrClosed
+		}
+	}
+}
+
+// drop logs and counts one dropped message; it is the only log line for that message.
+func (t *Transport) drop(topic, queue, reason string, err error, size int) {
+	t.mu.Lock()
+	t.stats.Dropped[reason]++
+	t.mu.Unlock()
+	t.obs.Dropped(topic, reason)
+	t.log.Warn("oslo: dropping message", "topic", topic, "queue", queue, "reason", reason, "bytes", size, "err", err)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// isInequivalentDurable recognises the broker refusing a redeclare with other durability.
+func isInequivalentDurable(err error) bool {
+	e, ok := err.(*amqp.Error)
+	return ok && e.Code == amqp.PreconditionFailed && strings.Contains(e.Reason, "inequivalent arg 'durable'")
+}
+
+// dedup remembers the last 16 _unique_id values, like oslo's _MsgIdCache.
+type dedup struct {
+	mu   sync.Mutex
+	ids  [16]string
+	next int
+}
+
+func (d *dedup) seen(id string) bool {
+	if id == "" {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, x := range d.ids {
+		if x == id {
+			return true
+		}
+	}
+	d.ids[d.next] = id
+	d.next = (d.next + 1) % len(d.ids)
+	return false
+}
