@@ -91,6 +91,52 @@ func Compute(s *State) Desired {
 	return d
 }
 
+// Dependents returns the other owners whose flows depend on the object named
+// by owner, so that the agent recomputes them too when it changes:
+//
+//	tun:<ip>       every tunnelled network (flood and unicast flows name tunnel ofports;
+//	               the tunnel's type may be gone from the state already)
+//	physnet:<p>    every VLAN/flat network on p (translation flows name the patch ofports)
+//	net:<k>        for VLAN/flat, the other networks on the same physnet (provider
+//	               segment conflicts, see ownsProviderSegment); nothing for tunnels
+//	base, port:<id> nothing
+//
+// The result is sorted and excludes owner itself.
+func Dependents(s *State, owner string) []string {
+	kind, arg, _ := strings.Cut(owner, ":")
+	var out []string
+	switch kind {
+	case "tun":
+		for k, n := range s.Networks {
+			if n.Type.IsTunnel() {
+				out = append(out, OwnerNetwork(k))
+			}
+		}
+	case "physnet":
+		for k, n := range s.Networks {
+			if (n.Type == TypeVLAN || n.Type == TypeFlat) && n.PhysicalNetwork == arg {
+				out = append(out, OwnerNetwork(k))
+			}
+		}
+	case "net":
+		key, err := parseNetKey(arg)
+		if err != nil {
+			return nil
+		}
+		self := s.Networks[key]
+		if self == nil || (self.Type != TypeVLAN && self.Type != TypeFlat) {
+			return nil
+		}
+		for k, n := range s.Networks {
+			if k != key && (n.Type == TypeVLAN || n.Type == TypeFlat) && n.PhysicalNetwork == self.PhysicalNetwork {
+				out = append(out, OwnerNetwork(k))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // FlowsFor returns the flows of one owner by bridge. An owner that no longer
 // exists in the state returns no flows (the reconciler then deletes what it
 // had installed for it); a malformed key is an error.

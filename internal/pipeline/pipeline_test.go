@@ -404,3 +404,30 @@ func TestProviderSegmentConflict(t *testing.T) {
 	eqLines(t, "takeover", ownerFlows(t, s, OwnerNetwork(f1), "br-int"),
 		wantLines("priority=3,in_port=1,vlan_tci=0x0000/0x1fff actions=push_vlan:0x8100,set_field:4105->vlan_vid,goto_table:59"))
 }
+
+func TestDependents(t *testing.T) {
+	s := physState()
+	s.Tun = &TunBridge{Name: "br-tun", PatchIntOfport: 1}
+	v1, v2, f, x, vx := Seg("v1", 10), Seg("v2", 11), NoSeg("f"), Seg("x", 12), Seg("vx", 100)
+	s.Networks[v1] = &Network{Key: v1, Type: TypeVLAN, PhysicalNetwork: "physnet1", LocalVLAN: 1}
+	s.Networks[v2] = &Network{Key: v2, Type: TypeVLAN, PhysicalNetwork: "physnet1", LocalVLAN: 2}
+	s.Networks[f] = &Network{Key: f, Type: TypeFlat, PhysicalNetwork: "physnet1", LocalVLAN: 3}
+	s.Networks[x] = &Network{Key: x, Type: TypeVLAN, PhysicalNetwork: "physnet2", LocalVLAN: 4}
+	s.Networks[vx] = &Network{Key: vx, Type: TypeVXLAN, LocalVLAN: 5}
+	for owner, want := range map[string][]string{
+		OwnerPhysnet("physnet1"):                     {OwnerNetwork(f), OwnerNetwork(v1), OwnerNetwork(v2)},
+		OwnerNetwork(v1):                             {OwnerNetwork(f), OwnerNetwork(v2)},
+		OwnerNetwork(vx):                             nil,
+		OwnerTunnel(netip.MustParseAddr("10.0.0.1")): {OwnerNetwork(vx)},
+		OwnerPort("p"):                               nil,
+		OwnerBase:                                    nil,
+	} {
+		sort.Strings(want)
+		if got := Dependents(s, owner); strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("Dependents(%s) = %v, want %v", owner, got, want)
+		}
+	}
+	if TableName(IntTables, 60) != "TRANSIENT" || TableName(TunTables, 22) != "FLOOD_TO_TUN" || TableName(PhysTables, 9) != "" {
+		t.Error("TableName")
+	}
+}

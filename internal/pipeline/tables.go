@@ -1,15 +1,3 @@
-// Package pipeline computes, as pure functions, the OpenFlow flows the agent
-// wants on br-int, br-tun and the physical bridges from the agent's state.
-//
-// The shape follows Antrea's pipeline: tables are declared once (here, with
-// the reference agent's fixed numbers rather than a derived order), and each
-// feature is a small function returning typed openflow.Flow values for one
-// owner (the bridge base, a physical network, a local network, a port, a
-// tunnel). The reconciler asks for the flows of the owners that changed and
-// diffs them against what it installed for those owners.
-//
-// Table numbers are neutron-lib 3.1 (Zed, python3-neutron 21.0.0):
-// PACKET_RATE_LIMIT is 59 and the pipeline is 0 -> 59 -> 60.
 package pipeline
 
 // Table is one declared OpenFlow table: its fixed number and the reference
@@ -88,6 +76,17 @@ var (
 		TunARPResponder, TunFloodToTun}
 	PhysTables = []Table{PhysLocalSwitching, PhysDVRProcess, PhysLocalVLANTranslation, PhysDVRNotLearn}
 )
+
+// TableName returns the reference name of table id in tables (IntTables,
+// TunTables or PhysTables), or "" when it is not declared there.
+func TableName(tables []Table, id uint8) string {
+	for _, t := range tables {
+		if t.ID == id {
+			return t.Name
+		}
+	}
+	return ""
+}
 
 // IsFirewallTable reports whether table t on br-int is one of the OVS
 // firewall's tables (71-94), whose flows internal/firewall computes.

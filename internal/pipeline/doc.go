@@ -1,0 +1,46 @@
+// Package pipeline computes, as pure functions, the OpenFlow flows the agent
+// wants on br-int, br-tun and the physical bridges from the agent's state,
+// and allocates local VLANs.
+//
+// The shape follows Antrea's pipeline: tables are declared once (tables.go,
+// with the reference agent's fixed numbers instead of a derived order) and
+// each feature is a small function returning typed openflow.Flow values for
+// one owner. Nothing here does I/O or builds flow strings.
+//
+// # Using it
+//
+// The agent keeps a *State (state.go): Config, the bridges and their patch
+// ofports, the local VLAN mappings (Networks, keyed by NetKey = network id +
+// segmentation id, each with its local VLAN and l2pop FDB), the VIFs (Ports)
+// and the tunnel ports (Tunnels). It allocates local VLANs with a
+// VLANManager, fed at start with the tags found in OVSDB (Adopt).
+//
+//	Compute(s)              every flow: bridge name -> owner -> flows
+//	FlowsFor(s, owner)      one owner's flows, by bridge name
+//	Owners(s)               every owner key the state has
+//	Dependents(s, owner)    other owners to recompute when owner's object changes
+//
+// Flows carry the bridge cookie from the state (IntBridge.Cookie etc.) unless
+// the reconciler overrides it; br-tun's learn action embeds TunBridge.Cookie.
+//
+// # Owners
+//
+//	"base"                 bridge defaults on br-int, br-tun and every physical bridge
+//	"physnet:<physnet>"    one bridge_mappings entry: int-X / phy-X drops (+ egress-direct goto)
+//	"net:<net-id>/<seg>"   one local VLAN mapping ("None" when no segmentation id):
+//	                       br-int/phys VLAN translation, or br-tun tun_id->VLAN, flood,
+//	                       l2pop unicast and ARP responder flows
+//	"port:<port-id>"       one VIF: dead drop, firewall entry (table 60), anti-spoofing
+//	                       (24/25/0, noop firewall), egress direct (60/61/62)
+//	"tun:<remote-ip>"      one tunnel port: table 0 in_port=T -> 3/4/6
+//
+// The firewall package uses "fw:"-prefixed owners on br-int, so the two sets
+// never collide; table 60 is the pipeline's, tables 71-94 the firewall's.
+//
+// # Reference
+//
+// Flows match neutron-openvswitch-agent 21.0.0 (Zed, neutron-lib 3.1:
+// PACKET_RATE_LIMIT is 59, table 60's default NORMAL is priority 3). The
+// refenv golden tests (refenv_test.go) check br-tun and br-phys byte for byte
+// and br-int for every table but 71-94, after normalising cookies.
+package pipeline
