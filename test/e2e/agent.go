@@ -1,0 +1,386 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	buildBin  string
+	buildErr  error
+)
+
+// moduleRoot is the repository root (where go.mod is).
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("not inside the ovsagent module")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// AgentBinary builds cmd/ovs-agent once per test process into a temp dir.
+func AgentBinary() (string, error) {
+	buildOnce.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "ovsagent-e2e-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		bin := filepath.Join(dir, "ovs-agent")
+		cmd := exec.Command("go", "build", "-o", bin, "./cmd/ovs-agent")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/ovs-agent: %w: %s", err, out)
+			return
+		}
+		buildBin = bin
+	})
+	return buildBin, buildErr
+}
+
+// AgentConfig is what the harness writes into neutron.conf and
+// openvswitch_agent.ini. The defaults are refenv's values for host hv1.
+type AgentConfig struct {
+	Host           string // hv1
+	TransportURL   string // rabbit://guest:guest@127.0.0.1:5672/
+	LocalIP        string // 127.0.0.1
+	TunnelTypes    string // vxlan ("none" for no tunnels)
+	BridgeMappings string // physnet1:br-phys ("none" for no mappings)
+	Firewall       string // openvswitch
+	OVSDB          string // unix:/var/run/openvswitch/db.sock
+	L2Population   *bool  // true
+	MetricsListen  string // a free 127.0.0.1 port; "off" disables
+	Debug          bool
+	// Set adds or overrides options: section -> key -> value.
+	Set map[string]map[string]string
+}
+
+func (c *AgentConfig) defaults() error {
+	def := func(p *string, v string) {
+		if *p == "" {
+			*p = v
+		}
+	}
+	def(&c.Host, "hv1")
+	def(&c.TransportURL, "rabbit://guest:guest@127.0.0.1:5672/")
+	def(&c.LocalIP, "127.0.0.1")
+	def(&c.TunnelTypes, "vxlan")
+	def(&c.BridgeMappings, "physnet1:br-phys")
+	def(&c.Firewall, "openvswitch")
+	def(&c.OVSDB, "unix:/var/run/openvswitch/db.sock")
+	if c.L2Population == nil {
+		t := true
+		c.L2Population = &t
+	}
+	if c.MetricsListen == "" {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		c.MetricsListen = l.Addr().String()
+		l.Close()
+	}
+	return nil
+}
+
+// files renders the two configuration files.
+func (c *AgentConfig) files() (neutronConf, agentIni string) {
+	secs := map[string]map[string]string{
+		"DEFAULT":       {"host": c.Host, "debug": strconv.FormatBool(c.Debug)},
+		"agent":         {"l2_population": strconv.FormatBool(*c.L2Population), "arp_responder": "False"},
+		"ovs":           {"integration_bridge": "br-int", "tunnel_bridge": "br-tun", "datapath_type": "netdev", "ovsdb_connection": c.OVSDB, "of_listen_address": "127.0.0.1", "of_listen_port": "6633"},
+		"securitygroup": {"enable_security_group": "True", "firewall_driver": c.Firewall},
+		"ovsagent":      {"metrics_listen": c.MetricsListen},
+	}
+	if c.TunnelTypes != "none" {
+		secs["agent"]["tunnel_types"] = c.TunnelTypes
+		secs["ovs"]["local_ip"] = c.LocalIP
+	}
+	if c.BridgeMappings != "none" {
+		secs["ovs"]["bridge_mappings"] = c.BridgeMappings
+	}
+	if c.MetricsListen == "off" {
+		secs["ovsagent"]["metrics_listen"] = ""
+	}
+	for s, kv := range c.Set {
+		if secs[s] == nil {
+			secs[s] = map[string]string{}
+		}
+		for k, v := range kv {
+			secs[s][k] = v
+		}
+	}
+	neutronConf = "# written by the ovsagent e2e harness\n[DEFAULT]\ntransport_url = " + c.TransportURL + "\n\n[agent]\nreport_interval = 30\n"
+	return neutronConf, renderINI(secs)
+}
+
+func renderINI(secs map[string]map[string]string) string {
+	var b strings.Builder
+	b.WriteString("# written by the ovsagent e2e harness\n")
+	names := make([]string, 0, len(secs))
+	for s := range secs {
+		if s != "DEFAULT" {
+			names = append(names, s)
+		}
+	}
+	sort.Strings(names)
+	for _, s := range append([]string{"DEFAULT"}, names...) {
+		fmt.Fprintf(&b, "\n[%s]\n", s)
+		keys := make([]string, 0, len(secs[s]))
+		for k := range secs[s] {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, "%s = %s\n", k, secs[s][k])
+		}
+	}
+	return b.String()
+}
+
+// Agent is an ovs-agent process the test started, in its own session.
+type Agent struct {
+	Bin         string
+	Dir         string // config, pid and log files; kept after the test
+	NeutronConf string
+	AgentIni    string
+	LogPath     string
+	Config      AgentConfig
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// NewAgent builds the binary and writes the configuration; Start runs it.
+func NewAgent(cfg AgentConfig) (*Agent, error) {
+	bin, err := AgentBinary()
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll("/tmp/ovsagent-e2e", 0o755); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("/tmp/ovsagent-e2e", "agent-")
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{Bin: bin, Dir: dir, Config: cfg,
+		NeutronConf: filepath.Join(dir, "neutron.conf"), AgentIni: filepath.Join(dir, "openvswitch_agent.ini"),
+		LogPath: filepath.Join(dir, "ovs-agent.log")}
+	nc, ai := cfg.files()
+	if err := os.WriteFile(a.NeutronConf, []byte(nc), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(a.AgentIni, []byte(ai), 0o600); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *Agent) args() []string {
+	return []string{"--config-file", a.NeutronConf, "--config-file", a.AgentIni}
+}
+
+// CheckConfig runs "ovs-agent check-config" on the written files.
+func (a *Agent) CheckConfig(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, a.Bin, append([]string{"check-config"}, a.args()...)...).CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// MetricsURL is http://<metrics_listen>/metrics ("" when off).
+func (a *Agent) MetricsURL() string {
+	if a.Config.MetricsListen == "off" {
+		return ""
+	}
+	return "http://" + a.Config.MetricsListen + "/metrics"
+}
+
+// Start runs the agent in a new session, stdout/stderr appended to
+// Dir/stdout.log, its pid recorded in Dir/ovs-agent.pid.
+func (a *Agent) Start() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cmd != nil && !a.exited() {
+		return fmt.Errorf("agent already running (pid %d)", a.cmd.Process.Pid)
+	}
+	out, err := os.OpenFile(filepath.Join(a.Dir, "stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(a.Bin, append(a.args(), "--log-file", a.LogPath)...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		out.Close()
+		return err
+	}
+	done := make(chan struct{})
+	a.cmd, a.done, a.err = cmd, done, nil
+	go func() {
+		err := cmd.Wait()
+		out.Close()
+		a.mu.Lock()
+		a.err = err
+		a.mu.Unlock()
+		close(done)
+	}()
+	return os.WriteFile(filepath.Join(a.Dir, "ovs-agent.pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644)
+}
+
+func (a *Agent) exited() bool {
+	select {
+	case <-a.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Pid of the running agent (0 if none).
+func (a *Agent) Pid() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cmd == nil || a.exited() {
+		return 0
+	}
+	return a.cmd.Process.Pid
+}
+
+// Exited is closed when the current process exits.
+func (a *Agent) Exited() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.done
+}
+
+// ExitErr is the exit status of the last run (nil = exit 0).
+func (a *Agent) ExitErr() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}
+
+// signal sends sig after checking /proc/PID/cmdline still names our binary.
+func (a *Agent) signal(sig syscall.Signal) error {
+	pid := a.Pid()
+	if pid == 0 {
+		return nil
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !bytes.HasPrefix(cmdline, []byte(a.Bin+"\x00")) {
+		return nil // gone, or the pid is someone else's now
+	}
+	return syscall.Kill(pid, sig)
+}
+
+// Stop sends SIGTERM and waits up to timeout, then SIGKILL. It returns how
+// long the agent took to exit after SIGTERM and whether it had to be killed.
+func (a *Agent) Stop(timeout time.Duration) (time.Duration, bool, error) {
+	done := a.Exited()
+	if done == nil {
+		return 0, false, nil
+	}
+	start := time.Now()
+	if err := a.signal(syscall.SIGTERM); err != nil {
+		return 0, false, err
+	}
+	select {
+	case <-done:
+		return time.Since(start), false, nil
+	case <-time.After(timeout):
+	}
+	if err := a.signal(syscall.SIGKILL); err != nil {
+		return 0, true, err
+	}
+	<-done
+	return time.Since(start), true, nil
+}
+
+// Kill sends SIGKILL (a crash) and waits for the exit.
+func (a *Agent) Kill() error {
+	done := a.Exited()
+	if done == nil {
+		return nil
+	}
+	if err := a.signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	<-done
+	return nil
+}
+
+// Restart stops the agent gracefully and starts it again with the same files.
+func (a *Agent) Restart(timeout time.Duration) error {
+	if _, _, err := a.Stop(timeout); err != nil {
+		return err
+	}
+	return a.Start()
+}
+
+// Log returns the agent's log so far.
+func (a *Agent) Log() string {
+	data, _ := os.ReadFile(a.LogPath)
+	out, _ := os.ReadFile(filepath.Join(a.Dir, "stdout.log"))
+	return string(data) + string(out)
+}
+
+// LogTail returns the last n lines of the log.
+func (a *Agent) LogTail(n int) string {
+	lines := strings.Split(strings.TrimRight(a.Log(), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// StartAgent creates, starts and registers the cleanup of an agent: on
+// failure the log tail is printed; the agent is stopped at the end.
+func (e *Env) StartAgent(cfg AgentConfig) *Agent {
+	e.T.Helper()
+	a, err := NewAgent(cfg)
+	if err != nil {
+		e.T.Fatalf("agent: %v", err)
+	}
+	if err := a.Start(); err != nil {
+		e.T.Fatalf("agent start: %v", err)
+	}
+	e.T.Logf("agent pid %d, files and log in %s", a.Pid(), a.Dir)
+	e.T.Cleanup(func() {
+		if _, killed, err := a.Stop(20 * time.Second); err != nil || killed {
+			e.T.Errorf("agent stop: killed=%v err=%v", killed, err)
+		}
+		if e.T.Failed() {
+			e.T.Logf("agent log tail (%s):\n%s", a.LogPath, a.LogTail(60))
+		}
+	})
+	return a
+}
