@@ -95,6 +95,11 @@ func tunNetworkFlows(s *State, n *Network) []of.Flow {
 // floodPorts is the set of tunnel ofports a network floods to: every tunnel
 // of its type without l2pop, the remote agents that sent the flooding entry
 // with l2pop. Sorted, so the action list is stable.
+//
+// Deliberate difference: with l2pop the reference first installs the flood
+// flow with every tunnel port of the type when it provisions the network,
+// and narrows it only when a flooding entry arrives; we flood only to the
+// agents l2pop named from the start (none: no flood flow).
 func floodPorts(s *State, n *Network) []uint32 {
 	var ports []uint32
 	if s.Config.L2Population {
@@ -134,7 +139,7 @@ func floodFlow(s *State, n *Network) (of.Flow, bool) {
 // (or IP) the one with the higher tunnel IP wins, so the result does not
 // depend on map order; the reference keeps whichever message came last.
 func l2popFlows(s *State, n *Network) []of.Flow {
-	if len(n.FDB) == 0 {
+	if !s.Config.L2Population || len(n.FDB) == 0 {
 		return nil
 	}
 	ips := make([]netip.Addr, 0, len(n.FDB))
