@@ -59,8 +59,9 @@ type ConjIDs struct {
 // NeededConjKeys lists the keys the state's filtered ports use, sorted.
 func NeededConjKeys(st *State) []ConjKey {
 	set := map[ConjKey]bool{}
+	idx := newRulesIndex(st.Groups)
 	for _, p := range st.Ports {
-		for _, k := range portConjKeys(p, st.Groups) {
+		for _, k := range portConjKeys(p, idx) {
 			set[k] = true
 		}
 	}
@@ -72,27 +73,11 @@ func NeededConjKeys(st *State) []ConjKey {
 	return out
 }
 
-func portConjKeys(p Port, groups map[string]SecurityGroup) []ConjKey {
+func portConjKeys(p Port, idx *rulesIndex) []ConjKey {
 	if !p.PortSecurity {
 		return nil
 	}
-	stateless := portStateless(p, groups)
-	_, remote := portRules(p, groups)
-	var out []ConjKey
-	for _, r := range remote {
-		k := ConjKey{Remote: r.remote, Direction: r.dir, EtherType: r.et, Stateless: stateless}
-		dup := false
-		for _, x := range out {
-			if x == k {
-				dup = true
-				break
-			}
-		}
-		if !dup {
-			out = append(out, k)
-		}
-	}
-	return out
+	return idx.forPort(p).conjKeys
 }
 
 // AssignConjIDs keeps prev's id for every key still needed, drops the others
@@ -198,8 +183,9 @@ func RecoverConjIDs(installed []of.Flow, st *State) ConjIDs {
 		hints[k][block] = true
 	}
 	claims := map[ConjKey]map[uint32]bool{}
+	idx := newRulesIndex(st.Groups)
 	for _, p := range st.Ports {
-		keys := portConjKeys(p, st.Groups)
+		keys := portConjKeys(p, idx)
 		for _, k := range keys {
 			n := 0
 			for _, o := range keys {
@@ -250,16 +236,15 @@ func RecoverConjIDs(installed []of.Flow, st *State) ConjIDs {
 // conjVLANs maps each local VLAN to the conjunction ids (base+2*offset) its
 // filtered ports use, per key: the address flows of that VLAN carry exactly
 // these.
-func conjVLANs(st *State, ids ConjIDs) map[uint16]map[ConjKey]map[uint32]bool {
+func conjVLANs(st *State, ids ConjIDs, idx *rulesIndex) map[uint16]map[ConjKey]map[uint32]bool {
 	out := map[uint16]map[ConjKey]map[uint32]bool{}
 	for _, p := range st.Ports {
 		if !p.PortSecurity {
 			continue
 		}
-		stateless := portStateless(p, st.Groups)
-		_, remote := portRules(p, st.Groups)
-		for _, r := range remote {
-			k := ConjKey{Remote: r.remote, Direction: r.dir, EtherType: r.et, Stateless: stateless}
+		rs := idx.forPort(p)
+		for _, r := range rs.remote {
+			k := ConjKey{Remote: r.remote, Direction: r.dir, EtherType: r.et, Stateless: rs.stateless}
 			base, ok := ids.IDs[k]
 			if !ok {
 				continue
@@ -278,7 +263,7 @@ func conjVLANs(st *State, ids ConjIDs) map[uint16]map[ConjKey]map[uint32]bool {
 
 // ConjVLANs lists the VLANs that have address flows (OwnerConj), sorted.
 func ConjVLANs(st *State, ids ConjIDs) []uint16 {
-	m := conjVLANs(st, ids)
+	m := conjVLANs(st, ids, newRulesIndex(st.Groups))
 	out := make([]uint16, 0, len(m))
 	for v := range m {
 		out = append(out, v)
@@ -293,7 +278,7 @@ func ConjVLANs(st *State, ids ConjIDs) []uint16 {
 // remote contains it, one flow per priority, in both conntrack variants
 // (one untracked flow for stateless keys).
 func ConjFlows(st *State, ids ConjIDs, vlan uint16) []of.Flow {
-	return conjFlowsFor(st, vlan, conjVLANs(st, ids)[vlan])
+	return conjFlowsFor(st, vlan, conjVLANs(st, ids, newRulesIndex(st.Groups))[vlan])
 }
 
 func conjFlowsFor(st *State, vlan uint16, keys map[ConjKey]map[uint32]bool) []of.Flow {

@@ -28,10 +28,11 @@ func Owners(st *State, ids ConjIDs) []string {
 // Compute returns the flows of every owner.
 func Compute(st *State, ids ConjIDs) map[string][]of.Flow {
 	out := map[string][]of.Flow{OwnerBase: BaseFlows(st.Config)}
+	idx := newRulesIndex(st.Groups)
 	for id, p := range st.Ports {
-		out[OwnerPort(id)] = PortFlows(st, p, ids)
+		out[OwnerPort(id)] = portFlows(st, p, ids, idx)
 	}
-	for v, keys := range conjVLANs(st, ids) {
+	for v, keys := range conjVLANs(st, ids, idx) {
 		out[OwnerConj(v)] = conjFlowsFor(st, v, keys)
 	}
 	return out
@@ -99,9 +100,20 @@ func ChangedOwners(prev, next *State, prevIDs, nextIDs ConjIDs) []string {
 		}
 		return sortedOwners(set)
 	}
+	nidx := newRulesIndex(next.Groups)
+	groupChanged := map[string]bool{}
+	for id, g := range next.Groups {
+		og, ok := prev.Groups[id]
+		groupChanged[id] = !ok || !reflect.DeepEqual(og, g)
+	}
+	for id := range prev.Groups {
+		if _, ok := next.Groups[id]; !ok {
+			groupChanged[id] = true
+		}
+	}
 	for id, np := range next.Ports {
 		pp, ok := prev.Ports[id]
-		if !ok || portChanged(prev, next, pp, np, prevIDs, nextIDs) {
+		if !ok || portChanged(groupChanged, nidx, pp, np, prevIDs, nextIDs) {
 			set[OwnerPort(id)] = true
 		}
 	}
@@ -110,7 +122,7 @@ func ChangedOwners(prev, next *State, prevIDs, nextIDs ConjIDs) []string {
 			set[OwnerPort(id)] = true
 		}
 	}
-	pv, nv := conjVLANs(prev, prevIDs), conjVLANs(next, nextIDs)
+	pv, nv := conjVLANs(prev, prevIDs, newRulesIndex(prev.Groups)), conjVLANs(next, nextIDs, nidx)
 	for v, nk := range nv {
 		pk, ok := pv[v]
 		if !ok || !reflect.DeepEqual(pk, nk) {
@@ -132,7 +144,7 @@ func ChangedOwners(prev, next *State, prevIDs, nextIDs ConjIDs) []string {
 	return sortedOwners(set)
 }
 
-func portChanged(prev, next *State, pp, np Port, prevIDs, nextIDs ConjIDs) bool {
+func portChanged(groupChanged map[string]bool, nidx *rulesIndex, pp, np Port, prevIDs, nextIDs ConjIDs) bool {
 	if !reflect.DeepEqual(pp, np) {
 		return true
 	}
@@ -140,13 +152,14 @@ func portChanged(prev, next *State, pp, np Port, prevIDs, nextIDs ConjIDs) bool 
 		return false
 	}
 	for _, g := range np.SecurityGroupIDs {
-		og, ok1 := prev.Groups[g]
-		ng, ok2 := next.Groups[g]
-		if ok1 != ok2 || !reflect.DeepEqual(og, ng) {
+		if ch, known := groupChanged[g]; ch || !known {
+			if !known {
+				continue // in neither state: nothing changed
+			}
 			return true
 		}
 	}
-	for _, k := range portConjKeys(np, next.Groups) {
+	for _, k := range portConjKeys(np, nidx) {
 		a, ok1 := prevIDs.IDs[k]
 		b, ok2 := nextIDs.IDs[k]
 		if ok1 != ok2 || a != b {

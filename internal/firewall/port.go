@@ -1,6 +1,7 @@
 package firewall
 
 import (
+	"encoding/binary"
 	"net"
 	"net/netip"
 
@@ -29,8 +30,8 @@ type portView struct {
 	v4, v6    []macIP            // allowed (MAC, IP) pairs; v6 includes (MAC, LLA)
 }
 
-func newPortView(p Port, groups map[string]SecurityGroup) portView {
-	v := portView{Port: p, stateless: portStateless(p, groups)}
+func newPortView(p Port, stateless bool) portView {
+	v := portView{Port: p, stateless: stateless}
 	v.macs = append(v.macs, p.MAC)
 	seenMAC := map[string]bool{p.MAC.String(): true}
 	seenPair := map[string]bool{}
@@ -112,20 +113,25 @@ func udpPorts(src, dst uint16) []of.MatchField {
 // OwnerPort(p.ID)). ids must hold the conjunction ids of the port's remote
 // group rules (AssignConjIDs); rules whose id is missing are left out.
 func PortFlows(st *State, p Port, ids ConjIDs) []of.Flow {
+	return portFlows(st, p, ids, newRulesIndex(st.Groups))
+}
+
+func portFlows(st *State, p Port, ids ConjIDs, idx *rulesIndex) []of.Flow {
 	b := &flowSet{}
 	if !p.PortSecurity {
 		// Pass-through: table 60 sends the port's traffic straight to 73.
 		b.add(flow(TableAcceptOrIngress, 80, of.Match{regPort(p.OFPort)}, resubmit(TableAcceptedEgressNormal)))
 		return b.flows
 	}
-	v := newPortView(p, st.Groups)
+	rs := idx.forPort(p)
+	v := newPortView(p, rs.stateless)
 	egressBase(b, v, st.Config)
 	acceptOrIngress(b, v)
 	ingressBase(b, v, st.Config)
 	if !v.stateless {
 		tracked(b, v)
 	}
-	ruleFlows(b, v, st.Groups, ids)
+	ruleFlows(b, v, rs, ids)
 	return b.flows
 }
 
@@ -237,20 +243,75 @@ func tracked(b *flowSet, v portView) {
 }
 
 // flowSet collects flows, dropping exact duplicates (two rules that expand to
-// the same match would otherwise give OpenFlow the same entry twice).
+// the same match would otherwise give OpenFlow the same entry twice). It
+// keys entries by an order-independent hash of (table, priority, match) and
+// compares on collision, so adding allocates nothing but the slice.
 type flowSet struct {
 	flows []of.Flow
-	seen  map[string]int
+	seen  map[uint64][]int
 }
 
 func (s *flowSet) add(f of.Flow) {
 	if s.seen == nil {
-		s.seen = map[string]int{}
+		s.seen = make(map[uint64][]int, 128)
+		s.flows = make([]of.Flow, 0, 128)
 	}
-	k := f.Key()
-	if _, dup := s.seen[k]; dup {
-		return
+	h := entryHash(f)
+	for _, i := range s.seen[h] {
+		if sameEntry(s.flows[i], f) {
+			return
+		}
 	}
-	s.seen[k] = len(s.flows)
+	s.seen[h] = append(s.seen[h], len(s.flows))
 	s.flows = append(s.flows, f)
+}
+
+func mix(h uint64) uint64 {
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
+}
+
+func fieldHash(m of.MatchField) uint64 {
+	h := mix(uint64(m.Field)<<8 | uint64(m.Reg) | 1<<40)
+	h = mix(h ^ m.Value)
+	if m.HasMask {
+		h = mix(h ^ m.Mask ^ 1<<63)
+	}
+	for i := 0; i < 16; i += 8 {
+		h = mix(h ^ binary.BigEndian.Uint64(m.Value128[i:]) ^ binary.BigEndian.Uint64(m.Mask128[i:])<<1)
+	}
+	return h
+}
+
+// entryHash is commutative over the match fields: field order does not
+// matter to OpenFlow.
+func entryHash(f of.Flow) uint64 {
+	var sum uint64
+	for _, m := range f.Match {
+		sum += fieldHash(m)
+	}
+	return mix(sum ^ uint64(f.Table)<<16 ^ uint64(f.Priority))
+}
+
+func sameEntry(a, b of.Flow) bool {
+	if a.Table != b.Table || a.Priority != b.Priority || len(a.Match) != len(b.Match) {
+		return false
+	}
+	for _, x := range a.Match {
+		found := false
+		for _, y := range b.Match {
+			if x == y {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }

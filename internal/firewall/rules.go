@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"sort"
 	"strconv"
+	"strings"
 
 	of "github.com/ovsagent/ovsagent/internal/openflow"
 )
@@ -235,12 +236,54 @@ func plainRuleFlows(b *flowSet, v portView, r nrule) {
 	}
 }
 
-func ruleFlows(b *flowSet, v portView, groups map[string]SecurityGroup, ids ConjIDs) {
-	plain, remote := portRules(v.Port, groups)
-	for _, r := range plain {
+func ruleFlows(b *flowSet, v portView, rs *ruleSet, ids ConjIDs) {
+	for _, r := range rs.plain {
 		plainRuleFlows(b, v, r)
 	}
-	conjPortFlows(b, v, remote, ids)
+	conjPortFlows(b, v, rs.remote, ids)
+}
+
+// ruleSet is what a list of groups gives a port: its rules, whether it is
+// stateless, the conjunction keys of its remote rules.
+type ruleSet struct {
+	plain, remote []nrule
+	stateless     bool
+	conjKeys      []ConjKey
+}
+
+// rulesIndex memoises ruleSets by group list: ports in the same groups
+// (the common case) share one normalisation.
+type rulesIndex struct {
+	groups map[string]SecurityGroup
+	memo   map[string]*ruleSet
+}
+
+func newRulesIndex(groups map[string]SecurityGroup) *rulesIndex {
+	return &rulesIndex{groups: groups, memo: map[string]*ruleSet{}}
+}
+
+func (x *rulesIndex) forPort(p Port) *ruleSet {
+	k := strings.Join(p.SecurityGroupIDs, "\x00")
+	if rs, ok := x.memo[k]; ok {
+		return rs
+	}
+	rs := &ruleSet{stateless: portStateless(p, x.groups)}
+	rs.plain, rs.remote = portRules(p, x.groups)
+	for _, r := range rs.remote {
+		ck := ConjKey{Remote: r.remote, Direction: r.dir, EtherType: r.et, Stateless: rs.stateless}
+		dup := false
+		for _, y := range rs.conjKeys {
+			if y == ck {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			rs.conjKeys = append(rs.conjKeys, ck)
+		}
+	}
+	x.memo[k] = rs
+	return rs
 }
 
 // rangeIDs is one port range (or ICMP type/code) and the conjunction ids
