@@ -184,9 +184,12 @@ func appendAction(b []byte, a Action) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		n := refBits(a.Src)
-		if nd := refBits(a.Dst); a.Dst.NBits != 0 && nd < n || a.Src.NBits == 0 && nd < n {
-			n = nd
+		src, _ := moveRefs(a)
+		n := refBits(src)
+		fs, _ := info(a.Src.Field, a.Src.Reg)
+		fd, _ := info(a.Dst.Field, a.Dst.Reg)
+		if int(a.Src.Ofs)+n > fs.nbits || int(a.Dst.Ofs)+n > fd.nbits {
+			return nil, fmt.Errorf("move: range exceeds the field")
 		}
 		var s int
 		b, s = nxStart(b, nxastRegMove)

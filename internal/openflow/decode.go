@@ -414,7 +414,7 @@ func decodeNX(p []byte) (Action, error) {
 		}
 		src, ok1 := decodeRef(binary.BigEndian.Uint32(p[16:]), binary.BigEndian.Uint16(p[12:])<<6|(n-1)&0x3f)
 		dst, ok2 := decodeRef(binary.BigEndian.Uint32(p[20:]), binary.BigEndian.Uint16(p[14:])<<6|(n-1)&0x3f)
-		if !ok1 || !ok2 || n > 64 {
+		if !ok1 || !ok2 || n > 128 {
 			return opaque(p), nil
 		}
 		src.NBits, dst.NBits = n, n

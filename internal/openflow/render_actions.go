@@ -93,10 +93,11 @@ func writeAction(b *strings.Builder, a Action) bool {
 		b.WriteString("->")
 		b.WriteString(formatSubfield(a.Dst))
 	case Move:
+		src, dst := moveRefs(a)
 		b.WriteString("move:")
-		b.WriteString(formatSubfield(a.Src))
+		b.WriteString(formatSubfield(src))
 		b.WriteString("->")
-		b.WriteString(formatSubfield(a.Dst))
+		b.WriteString(formatSubfield(dst))
 	case CT:
 		writeCT(b, a)
 	case CtClear:
@@ -301,4 +302,16 @@ func writeLearn(b *strings.Builder, l Learn) {
 		}
 	}
 	b.WriteByte(')')
+}
+
+// moveRefs gives both sides of a move the same width: the narrower one's,
+// which is what goes on the wire.
+func moveRefs(m Move) (FieldRef, FieldRef) {
+	n := refBits(m.Src)
+	if d := refBits(m.Dst); d < n {
+		n = d
+	}
+	src, dst := m.Src, m.Dst
+	src.NBits, dst.NBits = uint16(n), uint16(n)
+	return normRef(src), normRef(dst)
 }
