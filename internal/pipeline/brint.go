@@ -132,7 +132,10 @@ func firewallEntryFlows(s *State, p *Port, n *Network) []of.Flow {
 		return []of.Flow{egress(IntAcceptOrIngress)}
 	}
 	fs := []of.Flow{egress(IntBaseEgress)}
-	for _, mac := range p.allowedMACs() {
+	for i, mac := range p.allowedMACs() {
+		if i > 0 && !winsAAPMAC(s, p, mac) {
+			continue
+		}
 		switch {
 		case n.Type == TypeVLAN && n.Key.HasSeg:
 			fs = append(fs, flow(IntTransient, 90, of.Match{of.DlVlan(uint16(n.Key.SegID)), of.EthDst(mac)},
@@ -145,6 +148,47 @@ func firewallEntryFlows(s *State, p *Port, n *Network) []of.Flow {
 			append(cloneActs(regs), of.PopVLAN{}, resubmit(IntBaseIngress))...))
 	}
 	return fs
+}
+
+// winsAAPMAC decides which port gets the table-60 ingress flows for a MAC
+// that p lists in its allowed address pairs, when other ports of the same
+// network list it too (VRRP/keepalived pairs do this): a port whose own MAC
+// it is wins, then the lowest ofport, then the smallest port id. The
+// reference installs the flow for every claimant (last writer wins) and
+// deletes it for all when any of them goes away.
+func winsAAPMAC(s *State, p *Port, mac net.HardwareAddr) bool {
+	for _, o := range s.Ports {
+		if o == p || o.Net != p.Net || o.Ofport == 0 || portNetwork(s, o) == nil {
+			continue
+		}
+		if !o.trusted() && o.PortSecurity {
+			for j, m := range o.allowedMACs() {
+				if !macEqual(m, mac) {
+					continue
+				}
+				if j == 0 || o.Ofport < p.Ofport || (o.Ofport == p.Ofport && o.ID < p.ID) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// sharesAAPMAC reports whether o's allowed MACs and p's AAP MACs intersect.
+func sharesAAPMAC(p, o *Port) bool {
+	pm := p.allowedMACs()
+	if len(pm) < 2 && len(o.allowedMACs()) < 2 {
+		return false
+	}
+	for _, a := range pm {
+		for _, b := range o.allowedMACs() {
+			if macEqual(a, b) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func cloneActs(a []of.Action) []of.Action { return append([]of.Action(nil), a...) }

@@ -99,7 +99,10 @@ func Compute(s *State) Desired {
 //	physnet:<p>    every VLAN/flat network on p (translation flows name the patch ofports)
 //	net:<k>        for VLAN/flat, the other networks on the same physnet (provider
 //	               segment conflicts, see ownsProviderSegment); nothing for tunnels
-//	base, port:<id> nothing
+//	port:<id>      the other ports of its network sharing one of its allowed MACs
+//	               (see winsAAPMAC); call it before removing the port from the state
+//	               as well as after changing it
+//	base           nothing
 //
 // The result is sorted and excludes owner itself.
 func Dependents(s *State, owner string) []string {
@@ -116,6 +119,16 @@ func Dependents(s *State, owner string) []string {
 		for k, n := range s.Networks {
 			if (n.Type == TypeVLAN || n.Type == TypeFlat) && n.PhysicalNetwork == arg {
 				out = append(out, OwnerNetwork(k))
+			}
+		}
+	case "port":
+		p := s.Ports[arg]
+		if p == nil {
+			return nil
+		}
+		for id, o := range s.Ports {
+			if id != arg && o.Net == p.Net && sharesAAPMAC(p, o) {
+				out = append(out, OwnerPort(id))
 			}
 		}
 	case "net":
@@ -264,4 +277,33 @@ func providerVID(n *Network) int {
 		return -1
 	}
 	return int(n.Key.SegID)
+}
+
+// Conflicts lists every flow entry (bridge, table, priority, match) that two
+// owners claim. The pipeline resolves the conflicts it knows of (provider
+// segments, shared allowed-address-pair MACs), so this is a guard for the
+// agent to log in debug builds and for tests: a per-owner reconciler would
+// delete one owner's flow when the other owner changes.
+func Conflicts(d Desired) []string {
+	var out []string
+	for br, owners := range d {
+		seen := map[string]string{}
+		names := make([]string, 0, len(owners))
+		for o := range owners {
+			names = append(names, o)
+		}
+		sort.Strings(names)
+		for _, o := range names {
+			for _, f := range owners[o] {
+				k := f.Key()
+				if prev, dup := seen[k]; dup {
+					out = append(out, fmt.Sprintf("%s: %s claimed by %s and %s", br, k, prev, o))
+					continue
+				}
+				seen[k] = o
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }

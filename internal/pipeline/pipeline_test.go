@@ -431,3 +431,44 @@ func TestDependents(t *testing.T) {
 		t.Error("TableName")
 	}
 }
+
+// TestSharedAAPMAC: two ports of a network list the same MAC in their
+// allowed address pairs (a VRRP pair), and a third has it as its own MAC on
+// another network. Exactly one port owns each table-60 ingress flow.
+func TestSharedAAPMAC(t *testing.T) {
+	s, p := portState(Config{FirewallDriver: FirewallOpenvSwitch, EnableSecurityGroup: true})
+	vip := mac("fa:16:3e:00:00:aa")
+	p.AllowedAddressPairs = []AddressPair{{MAC: vip, IP: pfx("10.101.0.250")}}
+	q := &Port{ID: "p2", Ofport: 9, MAC: mac("fa:16:3e:00:00:02"), Net: p.Net, AdminUp: true, PortSecurity: true,
+		AllowedAddressPairs: []AddressPair{{MAC: vip, IP: pfx("10.101.0.250")}}}
+	s.Ports[q.ID] = q
+	has := func(port *Port) bool {
+		for _, l := range ownerFlows(t, s, OwnerPort(port.ID), "br-int") {
+			if strings.Contains(l, "dl_dst=fa:16:3e:00:00:aa") {
+				return true
+			}
+		}
+		return false
+	}
+	if !has(p) || has(q) {
+		t.Errorf("lower ofport should win: p=%v q=%v", has(p), has(q))
+	}
+	if d := Dependents(s, OwnerPort(p.ID)); len(d) != 1 || d[0] != OwnerPort(q.ID) {
+		t.Errorf("Dependents = %v", d)
+	}
+	if c := Conflicts(Compute(s)); len(c) != 0 {
+		t.Error(c)
+	}
+	// The VIP becomes a port's own MAC: that port wins.
+	r := &Port{ID: "p3", Ofport: 20, MAC: vip, Net: p.Net, AdminUp: true, PortSecurity: true}
+	s.Ports[r.ID] = r
+	if has(p) || has(q) || !has(r) {
+		t.Errorf("own MAC should win: p=%v q=%v r=%v", has(p), has(q), has(r))
+	}
+	// p leaves: with r gone too, q takes over.
+	delete(s.Ports, p.ID)
+	delete(s.Ports, r.ID)
+	if !has(q) {
+		t.Error("q did not take over")
+	}
+}
