@@ -206,7 +206,11 @@ func (s *server) handle(queue string, body []byte) {
 		t.log.Error("oslo: encode reply", "method", in.Method, "err", err)
 		return
 	}
-	go t.sendReply(in.ReplyQ, out)
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		t.sendReply(in.ReplyQ, out)
+	}()
 }
 
 // dispatch applies oslo's rules: endpoints whose namespace matches and whose version is

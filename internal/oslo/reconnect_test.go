@@ -1,0 +1,167 @@
+package oslo
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// rmqNode finds the local node rabbitmqctl must address (as ../shared/refenv/rmq.sh).
+func rmqNode(t testing.TB) string {
+	t.Helper()
+	host, _ := os.Hostname()
+	host, _, _ = strings.Cut(host, ".")
+	for _, n := range []string{"rabbit@localhost", "rabbit@" + host} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err := exec.CommandContext(ctx, "rabbitmqctl", "-n", n, "-q", "status").Run()
+		cancel()
+		if err == nil {
+			return n
+		}
+	}
+	t.Fatal("rabbitmqctl cannot reach the local RabbitMQ node (tried rabbit@localhost, rabbit@<host>)")
+	return ""
+}
+
+func rabbitmqctl(t testing.TB, node string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "rabbitmqctl", append([]string{"-n", node}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("rabbitmqctl %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// reconnectFixture is a server and a client that have done one call.
+type reconnectFixture struct {
+	ex, topic  string
+	srv, cli   *testTransport
+	fanoutQ    string
+	replyQ     string
+	reconnects [2]atomic.Int32
+}
+
+func newReconnectFixture(t *testing.T) *reconnectFixture {
+	f := &reconnectFixture{ex: uniq("ovsagent-test"), topic: uniq("t-reconn")}
+	cleanupTopic(t, f.ex, f.topic, "srv")
+	f.srv = newTransport(t, f.ex, "srv")
+	f.cli = newTransport(t, f.ex, "cli")
+	f.srv.OnReconnect(func() { f.reconnects[0].Add(1) })
+	f.cli.OnReconnect(func() { f.reconnects[1].Add(1) })
+	if err := f.srv.Serve(f.topic, echoEndpoint("srv", make(chan *Request, 4))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cli.Call(context.Background(), Target{Topic: f.topic}, "echo", nil); err != nil {
+		t.Fatal(err)
+	}
+	f.fanoutQ, f.replyQ = f.srv.FanoutQueue(f.topic), f.cli.ReplyQueue()
+	return f
+}
+
+// check asserts both sides came back: OnReconnect fired, the same queue names are
+// declared again and serve, a call and a fanout cast work.
+func (f *reconnectFixture) check(t *testing.T) {
+	waitFor(t, "OnReconnect on both transports", 90*time.Second, func() bool {
+		return f.reconnects[0].Load() >= 1 && f.reconnects[1].Load() >= 1
+	})
+	if f.srv.Stats().Reconnects < 1 || f.cli.Stats().Reconnects < 1 || f.srv.obs.reconnects < 1 {
+		t.Fatalf("reconnects not counted: %+v %+v", f.srv.Stats(), f.cli.Stats())
+	}
+	if f.srv.FanoutQueue(f.topic) != f.fanoutQ || f.cli.ReplyQueue() != f.replyQ {
+		t.Fatal("queue names changed across reconnect")
+	}
+	ch := rawChannel(t)
+	for _, q := range []string{f.topic, f.topic + ".srv", f.fanoutQ, f.replyQ} {
+		if _, err := ch.QueueDeclarePassive(q, false, false, false, false, nil); err != nil {
+			t.Fatalf("queue %s not redeclared: %v", q, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := f.cli.Call(ctx, Target{Topic: f.topic}, "echo", map[string]int{"after": 1})
+	if err != nil || !strings.Contains(string(res), `"after":1`) {
+		t.Fatalf("call after reconnect: %s %v", res, err)
+	}
+}
+
+// TestReconnectAfterConnectionClose has the broker close our connections (what a
+// heartbeat timeout or a network cut looks like) without disturbing other users.
+func TestReconnectAfterConnectionClose(t *testing.T) {
+	node := rmqNode(t)
+	f := newReconnectFixture(t)
+	out := rabbitmqctl(t, node, "list_connections", "-q", "pid", "client_properties")
+	closed := 0
+	for _, line := range strings.Split(out, "\n") {
+		for _, tr := range []*testTransport{f.srv, f.cli} {
+			if strings.Contains(line, ":"+tr.id+`"`) {
+				pid, _, _ := strings.Cut(line, "\t")
+				rabbitmqctl(t, node, "close_connection", pid, "ovsagent oslo test")
+				closed++
+			}
+		}
+	}
+	if closed != 2 {
+		t.Fatalf("found %d of our connections in:\n%s", closed, out)
+	}
+	f.check(t)
+}
+
+// TestBrokerRestart restarts the RabbitMQ application (every non-durable queue is lost).
+// It disturbs every client of the broker for a few seconds; set
+// OVSAGENT_TEST_NO_BROKER_RESTART=1 when other suites share the broker concurrently.
+func TestBrokerRestart(t *testing.T) {
+	if os.Getenv("OVSAGENT_TEST_NO_BROKER_RESTART") != "" {
+		t.Skip("OVSAGENT_TEST_NO_BROKER_RESTART set")
+	}
+	node := rmqNode(t)
+	f := newReconnectFixture(t)
+	restarted := false
+	defer func() {
+		if !restarted {
+			rabbitmqctl(t, node, "start_app")
+		}
+	}()
+	rabbitmqctl(t, node, "stop_app")
+	waitFor(t, "transports to notice the broker is gone", 30*time.Second, func() bool {
+		return !f.srv.Connected() && !f.cli.Connected()
+	})
+	rabbitmqctl(t, node, "start_app")
+	restarted = true
+	f.check(t)
+}
+
+// TestInteropHasAliveNeutronServer calls the real neutron-server (refenv, started by
+// .ci/run) on the real "neutron" exchange.
+func TestInteropHasAliveNeutronServer(t *testing.T) {
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://127.0.0.1:9696/v2.0/agents")
+	if err != nil {
+		t.Fatalf("neutron-server is required on 127.0.0.1:9696 (../shared/refenv/setup.sh): %v", err)
+	}
+	resp.Body.Close()
+	cli := newTransport(t, "neutron", "ovsagent-oslo-interop")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := cli.Call(ctx, Target{Topic: "q-reports-plugin", Version: "1.2"}, "has_alive_neutron_server", map[string]any{},
+		WithTimeout(30*time.Second))
+	if err != nil {
+		t.Fatalf("has_alive_neutron_server: %v", err)
+	}
+	if string(res) != "true" {
+		t.Fatalf("has_alive_neutron_server = %s, want true", res)
+	}
+	// Unknown methods come back as oslo's own NoSuchMethod failure.
+	_, err = cli.Call(ctx, Target{Topic: "q-reports-plugin", Version: "1.2"}, "ovsagent_no_such_method", nil,
+		WithTimeout(30*time.Second))
+	if !IsNoSuchMethod(err) {
+		t.Fatalf("want NoSuchMethod from neutron-server, got %v", err)
+	}
+	t.Log(fmt.Sprintf("neutron-server answered: %s; %v", res, err))
+}
