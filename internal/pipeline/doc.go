@@ -43,4 +43,24 @@
 // PACKET_RATE_LIMIT is 59, table 60's default NORMAL is priority 3). The
 // refenv golden tests (refenv_test.go) check br-tun and br-phys byte for byte
 // and br-int for every table but 71-94, after normalising cookies.
+//
+// # Deliberate differences from the reference
+//
+//   - l2pop flooding: the reference provisions a tunnelled network's table-22
+//     flood flow with every tunnel port of its type and narrows it when a
+//     flooding entry arrives; we flood only to the agents l2pop named.
+//   - Flood output ports are sorted by ofport (the reference: set order).
+//   - Dead and admin-down ports get only the table 0 p2 drop; the reference
+//     firewall may also steer an admin-down port (tag 4095) into 71/81, which
+//     no frame can reach past the drop.
+//   - A MAC listed in the allowed address pairs of several ports of a network
+//     gets its table-60 ingress flow from one port only (own MAC, then lowest
+//     ofport); the reference lets the last writer win and deletes the flow for
+//     all when any claimant leaves.
+//   - Two mappings claiming one provider segment of a physnet: the lowest
+//     local VLAN gets the translation flows; the reference: the last one.
+//
+// Not implemented: DVR (tables 1-4, 9; br-phys 1-3), the dhcp extension
+// (77/78), local_ip (30/31 per port), QoS DSCP and packet-rate meters (59
+// per port), trunk ports.
 package pipeline
