@@ -118,7 +118,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	log.Info("starting", "host", cfg.Default.Host, "transport_url", cfg.Default.Transport.Redacted(),
+	log.Info("starting", "host", cfg.Default.Host, "transport_url", cfg.Default.Transport.String(),
 		"files", strings.Join(cfg.Files, ","))
 	if err := run(ctx, cfg, log); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("agent stopped", "err", err)

@@ -10,6 +10,8 @@ package config
 import (
 	"os"
 	"time"
+
+	"github.com/ovsagent/ovsagent/internal/oslo"
 )
 
 // Config is the agent's whole configuration.
@@ -29,13 +31,13 @@ type Config struct {
 type DefaultOptions struct {
 	Host string // default: the hostname
 	// TransportURL is the raw value; it carries the password, never log it.
-	// Use Transport.Redacted() in messages.
+	// Use Transport.String() (passwords masked) in messages.
 	TransportURL               string
-	Transport                  TransportURL
-	ControlExchange            string        // neutron
-	RPCResponseTimeout         time.Duration // 60 s
-	RPCResponseMaxTimeout      time.Duration // 600 s
-	RPCResourcesProcessingStep int           // 20
+	Transport                  oslo.TransportURL // parsed by Validate
+	ControlExchange            string            // neutron
+	RPCResponseTimeout         time.Duration     // 60 s
+	RPCResponseMaxTimeout      time.Duration     // 600 s
+	RPCResourcesProcessingStep int               // 20
 	Debug                      bool
 	LogFile                    string // oslo.log log_file (--log-file overrides)
 	LogDir                     string // oslo.log log_dir

@@ -115,6 +115,16 @@ func (r *Raw) readFile(path string) error {
 	if err != nil {
 		return fmt.Errorf("config-file %s: %s", path, oneLine(err.Error()))
 	}
+	return r.readData(path, data)
+}
+
+// ParseBytes reads one in-memory file (tests, fuzzing).
+func ParseBytes(data []byte) (*Raw, error) {
+	raw := &Raw{sections: map[string]map[string]string{}}
+	return raw, raw.readData("<bytes>", data)
+}
+
+func (r *Raw) readData(path string, data []byte) error {
 	f, err := ini.LoadSources(iniOptions, data)
 	if err != nil {
 		return fmt.Errorf("config-file %s: cannot parse: %s", path, oneLine(err.Error()))

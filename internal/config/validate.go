@@ -5,6 +5,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/ovsagent/ovsagent/internal/oslo"
 )
 
 // HostAddrsFunc lists the IP addresses of this host's interfaces.
@@ -67,9 +69,10 @@ func (c *Config) Validate(hostAddrs HostAddrsFunc) error {
 	if strings.TrimSpace(c.Default.TransportURL) == "" {
 		return &Error{Option: "DEFAULT.transport_url", Unset: true, Reason: "the agent needs rabbit://user:pass@host:5672/"}
 	}
-	t, err := ParseTransportURL(c.Default.TransportURL)
+	t, err := oslo.ParseTransportURL(c.Default.TransportURL)
 	if err != nil {
-		return &Error{Option: "DEFAULT.transport_url", Value: MaskTransportURL(c.Default.TransportURL), Reason: err.Error()}
+		return &Error{Option: "DEFAULT.transport_url", Value: MaskTransportURL(c.Default.TransportURL),
+			Reason: strings.TrimPrefix(err.Error(), "transport_url: ")}
 	}
 	c.Default.Transport = t
 	if strings.TrimSpace(c.Default.ControlExchange) == "" {
