@@ -472,3 +472,41 @@ func TestSharedAAPMAC(t *testing.T) {
 		t.Error("q did not take over")
 	}
 }
+
+func TestIPv6TunnelOwner(t *testing.T) {
+	s, k := tunState(Config{TunnelTypes: []NetworkType{TypeVXLAN}})
+	ip := netip.MustParseAddr("fd00::2")
+	s.Tunnels[ip] = &Tunnel{RemoteIP: ip, Type: TypeVXLAN, Ofport: 11}
+	eqLines(t, "v6 tunnel", ownerFlows(t, s, OwnerTunnel(ip), "br-tun"),
+		wantLines("priority=1,in_port=11 actions=goto_table:4"))
+	eqLines(t, "flood includes v6 tunnel", ownerFlows(t, s, OwnerNetwork(k), "br-tun"), wantLines(
+		"table=4, priority=1,tun_id=0x64 actions=push_vlan:0x8100,set_field:4097->vlan_vid,goto_table:10",
+		"table=22, priority=1,dl_vlan=1 actions=pop_vlan,set_field:0x64->tun_id,output:5,output:7,output:11",
+	))
+}
+
+// TestZeroState: a State with nil maps and no bridges computes without panicking.
+func TestZeroState(t *testing.T) {
+	s := &State{}
+	d := Compute(s)
+	if len(d[""]) == 0 {
+		t.Errorf("no base flows for the unnamed integration bridge: %v", d)
+	}
+	for _, o := range []string{OwnerPort("x"), OwnerNetwork(NoSeg("n")), OwnerTunnel(netip.MustParseAddr("1.2.3.4")), OwnerPhysnet("p")} {
+		if _, err := FlowsFor(s, o); err != nil {
+			t.Error(err)
+		}
+		_ = Dependents(s, o)
+	}
+}
+
+func FuzzOwner(f *testing.F) {
+	for _, o := range []string{"base", "net:a/1", "net:a/None", "port:x", "tun:10.0.0.1", "tun:fd00::1", "physnet:p", "net:/", "x:y"} {
+		f.Add(o)
+	}
+	s, _ := tunState(Config{L2Population: true, ARPResponder: true, TunnelTypes: []NetworkType{TypeVXLAN}})
+	f.Fuzz(func(t *testing.T, owner string) {
+		_, _ = FlowsFor(s, owner)
+		_ = Dependents(s, owner)
+	})
+}

@@ -381,3 +381,42 @@ func TestRefenvOwners(t *testing.T) {
 		}
 	}
 }
+
+// TestRefenvFreshAllocation: on a fresh host (nothing to adopt) the VLAN
+// manager numbers the networks in the order their first port appears, which
+// reproduces the capture's tags (ports were created vm1, vm2, vm3, vm4).
+func TestRefenvFreshAllocation(t *testing.T) {
+	var ports struct {
+		Ports []struct {
+			NetworkID string `json:"network_id"`
+			Created   string `json:"created_at"`
+			Name      string `json:"name"`
+		}
+	}
+	if err := json.Unmarshal(readRef(t, "api-ports.json"), &ports); err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(ports.Ports, func(i, j int) bool {
+		a, b := ports.Ports[i], ports.Ports[j]
+		if a.Created != b.Created {
+			return a.Created < b.Created
+		}
+		return a.Name < b.Name
+	})
+	want := map[string]uint16{}
+	for _, p := range parseOvsdbPorts(t) {
+		if id := p.OtherConfig["net_uuid"]; id != "" {
+			want[id] = uint16(p.Tag)
+		}
+	}
+	m := NewVLANManager()
+	for _, p := range ports.Ports {
+		v, err := m.Allocate(NoSeg(p.NetworkID)) // segment is irrelevant to the order
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v != want[p.NetworkID] {
+			t.Errorf("%s (%s): vlan %d, reference %d", p.Name, p.NetworkID, v, want[p.NetworkID])
+		}
+	}
+}
