@@ -182,8 +182,8 @@ func decodeMatch(p []byte) (Match, int, error) {
 	if ml < 4 || padded > len(p) {
 		return nil, 0, fmt.Errorf("openflow: match length %d", ml)
 	}
-	var m Match
 	q := p[4:ml]
+	m := make(Match, 0, len(q)/8)
 	for len(q) > 0 {
 		if len(q) < 4 {
 			return nil, 0, errShort

@@ -112,76 +112,38 @@ func headerOf(f FieldID, reg uint8) (uint32, fieldInfo, bool) {
 	return nxmHeader(fi.class, fi.field, false, fi.bytes), fi, true
 }
 
+type fieldKey struct {
+	id  FieldID
+	reg uint8
+}
+
+// byHeader indexes (class<<8 | field) -> field, for both the NXM and the OXM
+// spelling of each field.
+var byHeader = func() map[uint32]fieldKey {
+	m := map[uint32]fieldKey{}
+	for id, fi := range fieldTable {
+		m[uint32(fi.class)<<8|uint32(fi.field)] = fieldKey{id: id}
+	}
+	for r := uint8(0); r < 16; r++ {
+		m[uint32(classNXM1)<<8|uint32(r)] = fieldKey{id: FieldReg, reg: r}
+	}
+	nxm0 := map[uint8]FieldID{1: FieldEthDst, 2: FieldEthSrc, 3: FieldEthType, 4: FieldVlanTCI, 6: FieldIPProto,
+		7: FieldIPv4Src, 8: FieldIPv4Dst, 9: FieldTCPSrc, 10: FieldTCPDst, 11: FieldUDPSrc, 12: FieldUDPDst,
+		13: FieldICMPv4Type, 14: FieldICMPv4Code, 15: FieldARPOp, 16: FieldARPSpa, 17: FieldARPTpa}
+	for f, id := range nxm0 {
+		m[uint32(classNXM0)<<8|uint32(f)] = fieldKey{id: id}
+	}
+	nxm1 := map[uint8]FieldID{16: FieldTunID, 17: FieldARPSha, 18: FieldARPTha, 19: FieldIPv6Src, 20: FieldIPv6Dst,
+		21: FieldICMPv6Type, 22: FieldICMPv6Code, 23: FieldNDTarget, 24: FieldNDSll, 25: FieldNDTll}
+	for f, id := range nxm1 {
+		m[uint32(classNXM1)<<8|uint32(f)] = fieldKey{id: id}
+	}
+	return m
+}()
+
 // fieldByHeader maps a received (class, field) back to our FieldID. Both NXM
 // and OXM spellings are accepted.
 func fieldByHeader(class uint16, field uint8) (FieldID, uint8, bool) {
-	switch class {
-	case classNXM1:
-		if field <= 15 {
-			return FieldReg, field, true
-		}
-		switch field {
-		case 16:
-			return FieldTunID, 0, true
-		case 17:
-			return FieldARPSha, 0, true
-		case 18:
-			return FieldARPTha, 0, true
-		case 19:
-			return FieldIPv6Src, 0, true
-		case 20:
-			return FieldIPv6Dst, 0, true
-		case 21:
-			return FieldICMPv6Type, 0, true
-		case 22:
-			return FieldICMPv6Code, 0, true
-		case 23:
-			return FieldNDTarget, 0, true
-		case 24:
-			return FieldNDSll, 0, true
-		case 25:
-			return FieldNDTll, 0, true
-		}
-	case classNXM0:
-		switch field {
-		case 1:
-			return FieldEthDst, 0, true
-		case 2:
-			return FieldEthSrc, 0, true
-		case 3:
-			return FieldEthType, 0, true
-		case 4:
-			return FieldVlanTCI, 0, true
-		case 6:
-			return FieldIPProto, 0, true
-		case 7:
-			return FieldIPv4Src, 0, true
-		case 8:
-			return FieldIPv4Dst, 0, true
-		case 9:
-			return FieldTCPSrc, 0, true
-		case 10:
-			return FieldTCPDst, 0, true
-		case 11:
-			return FieldUDPSrc, 0, true
-		case 12:
-			return FieldUDPDst, 0, true
-		case 13:
-			return FieldICMPv4Type, 0, true
-		case 14:
-			return FieldICMPv4Code, 0, true
-		case 15:
-			return FieldARPOp, 0, true
-		case 16:
-			return FieldARPSpa, 0, true
-		case 17:
-			return FieldARPTpa, 0, true
-		}
-	}
-	for id, fi := range fieldTable {
-		if fi.class == class && fi.field == field {
-			return id, 0, true
-		}
-	}
-	return 0, 0, false
+	k, ok := byHeader[uint32(class)<<8|uint32(field)]
+	return k.id, k.reg, ok
 }
