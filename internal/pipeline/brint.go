@@ -105,9 +105,9 @@ func intPortFlows(s *State, p *Port) []of.Flow {
 	}
 	var fs []of.Flow
 	if s.Config.OVSFirewall() {
-		fs = append(fs, firewallEntryFlows(s, p, n)...)
+		fs = firewallEntryFlows(s, p, n)
 	} else if !p.trusted() && p.PortSecurity {
-		fs = append(fs, antiSpoofFlows(p)...)
+		fs = antiSpoofFlows(p)
 	}
 	if s.Config.egressDirect() {
 		fs = append(fs, egressDirectFlows(s, p, n)...)

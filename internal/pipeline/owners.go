@@ -46,6 +46,10 @@ func (b BridgeFlows) add(bridge string, cookie uint64, fs ...openflow.Flow) {
 			fs[i].Cookie = cookie
 		}
 	}
+	if b[bridge] == nil {
+		b[bridge] = fs // the feature functions return fresh slices: no copy
+		return
+	}
 	b[bridge] = append(b[bridge], fs...)
 }
 
