@@ -1,0 +1,428 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ovsagent/ovsagent/internal/firewall"
+	"github.com/ovsagent/ovsagent/internal/metrics"
+	"github.com/ovsagent/ovsagent/internal/openflow"
+	"github.com/ovsagent/ovsagent/internal/pipeline"
+)
+
+// Options are the agent's settings (from config).
+type Options struct {
+	Host         string
+	LocalIP      string   // tunnel endpoint; empty when tunnelling is off
+	TunnelTypes  []string // vxlan, gre, geneve
+	L2Population bool
+	Pipeline     pipeline.Config
+	Firewall     firewall.Config
+
+	// BatchWindow is how long events are coalesced into one batch.
+	BatchWindow time.Duration
+	// ReportInterval is report_state's period (0: no reports).
+	ReportInterval time.Duration
+	// CanaryInterval is how often br-int's canary flow is checked besides
+	// every OpenFlow reconnect (0: only on reconnect).
+	CanaryInterval time.Duration
+	// FDBWait bounds how long the first sync waits for l2pop's FDB of the
+	// tunnelled networks before stale flows are swept.
+	FDBWait time.Duration
+	// RetryMin and RetryMax bound the back-off of failed work.
+	RetryMin, RetryMax time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.BatchWindow <= 0 {
+		o.BatchWindow = 10 * time.Millisecond
+	}
+	if o.FDBWait <= 0 {
+		o.FDBWait = 10 * time.Second
+	}
+	if o.RetryMin <= 0 {
+		o.RetryMin = 200 * time.Millisecond
+	}
+	if o.RetryMax <= 0 {
+		o.RetryMax = 30 * time.Second
+	}
+}
+
+// Deps are the edges the agent drives.
+type Deps struct {
+	Switch   Switch
+	Flows    Flows
+	Plugin   Plugin
+	Cache    Cache
+	Reporter StateReporter // nil: no state reports
+	Metrics  *metrics.Metrics
+	Log      *slog.Logger
+	Now      func() time.Time // tests; time.Now when nil
+	// AfterBatch, when set, runs on the loop after every batch (tests wait
+	// on it instead of sleeping).
+	AfterBatch func(inSync bool)
+}
+
+// Agent is the L2 agent: its state and the single loop that owns it. All
+// state below is touched only by the loop goroutine.
+type Agent struct {
+	opt Options
+	d   Deps
+	log *slog.Logger
+	now func() time.Time
+
+	// inbox: notifications from any goroutine, drained by the loop.
+	inMu    sync.Mutex
+	inbox   []Event
+	inReady chan struct{}
+	explain chan explainReq
+
+	// state
+	layout     BridgeLayout
+	ps         *pipeline.State
+	vlans      *pipeline.VLANManager
+	fw         *firewall.State
+	conj       firewall.ConjIDs
+	fwPorts    map[string]firewall.Port // desired firewall ports (a.fw is what flows were computed from)
+	fwChanged  bool
+	sgFails    int
+	sgRetryAt  time.Time
+	ports      map[string]*portRec
+	netPorts   map[pipeline.NetKey]map[string]bool
+	fdb        map[string]map[netip.Addr]*pipeline.RemoteFDB // l2pop, by network id
+	endpoints  map[netip.Addr]string                         // tunnel_sync / tunnel_update endpoints (no l2pop): ip → type
+	tunnels    map[netip.Addr]TunnelPort                     // tunnel ports on br-tun
+	installed  map[string]map[string][]openflow.Flow         // bridge → owner → flows applied
+	dirtyOwner map[string]bool
+
+	started       bool // first snapshot processed
+	swept         bool // stale flows of earlier rounds removed
+	bridgesOK     bool
+	bridgeRetryAt time.Time
+	bridgeFails   int
+	flowFails     int
+	flowRetryAt   time.Time
+	resync        string // pending full resync reason
+	fresh         bool   // next details fetch bypasses the cache
+	checkCanary   bool
+	ovsRestarted  bool
+	tunnelSync    map[string]*retry // tunnel type → pending tunnel_sync
+	fdbAwait      map[string]time.Time
+	refreshNets   map[string]bool // tunnelled networks whose FDB must be (re)requested
+	sgDirty       bool
+	inSync        bool
+	reportStart   atomic.Bool // next report carries start_flag
+	reportNow     chan struct{}
+	devices       atomic.Int64
+	lastBatchSent time.Time
+}
+
+type retry struct {
+	failures int
+	at       time.Time
+}
+
+// New builds an agent; Run starts it.
+func New(opt Options, d Deps) *Agent {
+	opt.defaults()
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	a := &Agent{
+		opt: opt, d: d, log: d.Log, now: d.Now,
+		inReady:     make(chan struct{}, 1),
+		explain:     make(chan explainReq),
+		reportNow:   make(chan struct{}, 1),
+		ps:          pipeline.NewState(opt.Pipeline),
+		vlans:       pipeline.NewVLANManager(),
+		fw:          &firewall.State{Config: opt.Firewall, Ports: map[string]firewall.Port{}, Groups: map[string]firewall.SecurityGroup{}, Members: map[string][]firewall.Member{}},
+		ports:       map[string]*portRec{},
+		fwPorts:     map[string]firewall.Port{},
+		netPorts:    map[pipeline.NetKey]map[string]bool{},
+		fdb:         map[string]map[netip.Addr]*pipeline.RemoteFDB{},
+		endpoints:   map[netip.Addr]string{},
+		tunnels:     map[netip.Addr]TunnelPort{},
+		installed:   map[string]map[string][]openflow.Flow{},
+		dirtyOwner:  map[string]bool{},
+		tunnelSync:  map[string]*retry{},
+		fdbAwait:    map[string]time.Time{},
+		refreshNets: map[string]bool{},
+	}
+	a.reportStart.Store(true)
+	return a
+}
+
+// Notify hands a server-side event to the loop. It never blocks.
+func (a *Agent) Notify(ev Event) {
+	a.inMu.Lock()
+	a.inbox = append(a.inbox, ev)
+	a.inMu.Unlock()
+	select {
+	case a.inReady <- struct{}{}:
+	default:
+	}
+}
+
+func (a *Agent) drainInbox() []Event {
+	a.inMu.Lock()
+	evs := a.inbox
+	a.inbox = nil
+	a.inMu.Unlock()
+	return evs
+}
+
+// Run runs the agent until ctx ends. It returns nil on a clean stop; the
+// dataplane is left as it is.
+func (a *Agent) Run(ctx context.Context) error {
+	portEvents := a.d.Switch.PortEvents()
+	var ofEvents <-chan DataplaneEvent
+	if a.d.Flows != nil {
+		ofEvents = a.d.Flows.Events()
+	}
+	for _, t := range a.opt.TunnelTypes {
+		a.tunnelSync[t] = &retry{}
+	}
+
+	var wg sync.WaitGroup
+	if a.d.Reporter != nil && a.opt.ReportInterval > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); a.reportLoop(ctx) }()
+	}
+	defer wg.Wait()
+
+	var canary <-chan time.Time
+	if a.opt.CanaryInterval > 0 {
+		t := time.NewTicker(a.opt.CanaryInterval)
+		defer t.Stop()
+		canary = t.C
+	}
+	wake := time.NewTimer(time.Hour)
+	defer wake.Stop()
+	a.d.Metrics.SetInSync(false)
+
+	// Set the bridges up before anything else; the first batch waits for
+	// the monitor's snapshot.
+	a.setupBridges(ctx)
+	for {
+		// Wait for something to do.
+		a.armWake(wake)
+		select {
+		case <-ctx.Done():
+			a.log.Info("agent: stopping")
+			return nil
+		case ev, ok := <-portEvents:
+			if !ok {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return errors.New("agent: OVSDB port monitor closed")
+			}
+			a.onPortEvent(ev)
+		case <-a.inReady:
+		case ev := <-ofEvents:
+			a.log.Info("agent: OpenFlow connection (re)established", "bridge", ev.Bridge)
+			a.checkCanary = true
+		case <-canary:
+			a.checkCanary = true
+		case <-wake.C:
+		case req := <-a.explain:
+			req.reply <- a.explainPort(req.portID)
+			continue
+		}
+		// Coalesce: keep draining every source for the batch window.
+		window := time.NewTimer(a.opt.BatchWindow)
+	coalesce:
+		for {
+			select {
+			case <-ctx.Done():
+				window.Stop()
+				return nil
+			case ev, ok := <-portEvents:
+				if !ok {
+					portEvents = nil
+					continue
+				}
+				a.onPortEvent(ev)
+			case <-a.inReady:
+			case ev := <-ofEvents:
+				a.log.Info("agent: OpenFlow connection (re)established", "bridge", ev.Bridge)
+				a.checkCanary = true
+			case <-window.C:
+				break coalesce
+			}
+		}
+		for _, ev := range a.drainInbox() {
+			a.onEvent(ev)
+		}
+		start := time.Now()
+		a.batch(ctx)
+		a.d.Metrics.ObserveLoop(time.Since(start))
+		if a.d.AfterBatch != nil {
+			a.d.AfterBatch(a.inSync)
+		}
+	}
+}
+
+// armWake sets the timer to the earliest pending retry or deadline.
+func (a *Agent) armWake(t *time.Timer) {
+	next := a.nextWake()
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
+	if next.IsZero() {
+		t.Reset(time.Hour)
+		return
+	}
+	d := next.Sub(a.now())
+	if d < 0 {
+		d = 0
+	}
+	t.Reset(d)
+}
+
+func (a *Agent) nextWake() time.Time {
+	var next time.Time
+	consider := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	if !a.bridgesOK {
+		consider(a.bridgeRetryAt)
+	}
+	if len(a.dirtyOwner) > 0 {
+		consider(a.flowRetryAt)
+	}
+	for _, p := range a.ports {
+		if p.pending() {
+			consider(p.retryAt)
+		}
+	}
+	for _, r := range a.tunnelSync {
+		consider(r.at)
+	}
+	for _, d := range a.fdbAwait {
+		consider(d)
+	}
+	if a.sgDirty {
+		consider(a.sgRetryAt)
+	}
+	return next
+}
+
+func (a *Agent) backoff(failures int) time.Duration {
+	d := a.opt.RetryMin
+	for i := 1; i < failures && d < a.opt.RetryMax; i++ {
+		d *= 2
+	}
+	if d > a.opt.RetryMax {
+		d = a.opt.RetryMax
+	}
+	return d
+}
+
+func (a *Agent) setupBridges(ctx context.Context) {
+	l, err := a.d.Switch.SetupBridges(ctx)
+	if err != nil {
+		a.bridgeFails++
+		a.bridgeRetryAt = a.now().Add(a.backoff(a.bridgeFails))
+		a.log.Error("agent: bridge setup failed; retrying", "err", err, "in", a.backoff(a.bridgeFails))
+		a.bridgesOK = false
+		return
+	}
+	a.bridgeFails = 0
+	a.bridgesOK = true
+	if a.applyLayout(l) {
+		a.dirtyAll()
+	}
+}
+
+// applyLayout records the bridges in the state; it reports whether they
+// changed (every owner must then be recomputed).
+func (a *Agent) applyLayout(l BridgeLayout) bool {
+	changed := !layoutEqual(a.layout, l)
+	a.layout = l
+	a.ps.Int.Name = l.Integration
+	a.ps.Int.PatchTunOfport = l.PatchTun
+	if l.Tunnel != "" {
+		a.ps.Tun = &pipeline.TunBridge{Name: l.Tunnel, PatchIntOfport: l.PatchInt}
+	} else {
+		a.ps.Tun = nil
+	}
+	a.ps.Phys = map[string]*pipeline.PhysBridge{}
+	for physnet, pb := range l.Physical {
+		a.ps.Phys[physnet] = &pipeline.PhysBridge{Bridge: pb.Bridge, IntOfport: pb.IntOFPort, PhysOfport: pb.PhyOFPort}
+	}
+	for _, br := range l.Bridges() {
+		if a.installed[br] == nil {
+			a.installed[br] = map[string][]openflow.Flow{}
+		}
+	}
+	return changed
+}
+
+// dirtyAll marks every owner for recomputation.
+func (a *Agent) dirtyAll() {
+	for _, o := range pipeline.Owners(a.ps) {
+		a.dirtyOwner[o] = true
+	}
+	for _, m := range a.installed {
+		for o := range m {
+			a.dirtyOwner[o] = true
+		}
+	}
+	if a.ps.Config.OVSFirewall() {
+		for _, o := range firewall.Owners(a.fw, a.conj) {
+			a.dirtyOwner[o] = true
+		}
+	}
+}
+
+func layoutEqual(a, b BridgeLayout) bool {
+	if a.Integration != b.Integration || a.Tunnel != b.Tunnel || a.PatchTun != b.PatchTun || a.PatchInt != b.PatchInt || len(a.Physical) != len(b.Physical) {
+		return false
+	}
+	for k, v := range a.Physical {
+		if b.Physical[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func sortedPhys(m map[string]PhysBridge) []PhysBridge {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]PhysBridge, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, m[k])
+	}
+	return out
+}
+
+// InSync reports whether the last batch left the agent in sync. Safe from
+// any goroutine (it reads the metric's atomic).
+func (a *Agent) devicesCount() int { return int(a.devices.Load()) }
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return fmt.Sprint(err)
+}

@@ -1,0 +1,823 @@
+package agent
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ovsagent/ovsagent/internal/firewall"
+	"github.com/ovsagent/ovsagent/internal/openflow"
+	"github.com/ovsagent/ovsagent/internal/pipeline"
+)
+
+// batch applies everything the drained events asked for, in the order the
+// reference wires a port: details, local VLAN, OVSDB tag, flows (one bundle
+// per bridge), then one update_device_list.
+func (a *Agent) batch(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
+	now := a.now()
+	if !a.bridgesOK {
+		if now.Before(a.bridgeRetryAt) {
+			return
+		}
+		a.setupBridges(ctx)
+		if !a.bridgesOK {
+			return
+		}
+		a.adoptTunnels(ctx)
+	}
+	if a.checkCanary {
+		a.checkCanary = false
+		a.canary(ctx)
+	}
+	if a.ovsRestarted {
+		if !a.handleOVSRestart(ctx) {
+			return
+		}
+	}
+	if !a.started {
+		return // the monitor's snapshot has not arrived yet
+	}
+	if a.resync != "" {
+		a.startResync(a.resync)
+		a.resync = ""
+	}
+	a.doTunnelSync(ctx)
+	a.fetchDetails(ctx)
+	settings := a.decidePorts()
+	a.releaseIdleNetworks()
+	a.reconcileTunnels(ctx)
+	a.writePorts(ctx, settings)
+	a.updateFirewall(ctx)
+	if a.applyFlows(ctx) {
+		a.reportDevices(ctx)
+	}
+	a.updateSync()
+}
+
+// canary checks br-int's table 23 flow: gone means ovs-vswitchd restarted.
+func (a *Agent) canary(ctx context.Context) {
+	if a.d.Flows == nil || !a.swept && len(a.installedOwners()) == 0 {
+		return
+	}
+	ok, err := a.d.Flows.CanaryPresent(ctx, a.layout.Integration)
+	if err != nil {
+		a.log.Warn("agent: canary check failed; ovs-vswitchd may be down", "err", err)
+		a.checkCanary = true
+		a.flowFails++
+		a.flowRetryAt = a.now().Add(a.backoff(a.flowFails))
+		return
+	}
+	if !ok {
+		a.log.Warn("agent: canary flow missing: ovs-vswitchd restarted; restoring bridges and flows")
+		a.ovsRestarted = true
+	}
+}
+
+func (a *Agent) installedOwners() []string {
+	var out []string
+	for _, m := range a.installed {
+		for o := range m {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// handleOVSRestart re-creates the bridges and re-installs every flow.
+func (a *Agent) handleOVSRestart(ctx context.Context) bool {
+	a.setupBridges(ctx)
+	if !a.bridgesOK {
+		return false
+	}
+	a.ovsRestarted = false
+	a.d.Metrics.IncResync("ovs-restart")
+	for _, br := range a.layout.Bridges() {
+		a.d.Flows.Reset(br)
+	}
+	a.dirtyAll()
+	for br := range a.installed {
+		a.installed[br] = map[string][]openflow.Flow{}
+	}
+	a.adoptTunnels(ctx)
+	for _, t := range a.opt.TunnelTypes {
+		a.tunnelSync[t] = &retry{}
+	}
+	if len(a.opt.TunnelTypes) > 0 {
+		a.reportStart.Store(true)
+		select {
+		case a.reportNow <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// adoptTunnels takes the tunnel ports OVSDB has into the state, so their
+// flows are re-installed and they are not re-created.
+func (a *Agent) adoptTunnels(ctx context.Context) {
+	if a.layout.Tunnel == "" {
+		return
+	}
+	tps, err := a.d.Switch.TunnelPorts(ctx)
+	if err != nil {
+		a.log.Warn("agent: listing tunnel ports failed", "err", err)
+		return
+	}
+	for _, tp := range tps {
+		ip, err := netip.ParseAddr(tp.RemoteIP)
+		if err != nil || tp.OFPort <= 0 {
+			continue
+		}
+		a.tunnels[ip] = tp
+		a.ps.Tunnels[ip] = &pipeline.Tunnel{RemoteIP: ip, Type: pipeline.NetworkType(tp.Type), Ofport: uint32(tp.OFPort)}
+		a.dirtyTunnel(ip, tp.Type)
+	}
+}
+
+func (a *Agent) dirtyTunnel(ip netip.Addr, typ string) {
+	a.dirtyOwner[pipeline.OwnerTunnel(ip)] = true
+	for k, n := range a.ps.Networks {
+		if string(n.Type) == typ {
+			a.dirtyOwner[pipeline.OwnerNetwork(k)] = true
+		}
+	}
+}
+
+func (a *Agent) startResync(reason string) {
+	a.log.Info("agent: full resync", "reason", reason)
+	a.d.Metrics.IncResync(reason)
+	for _, p := range a.ports {
+		if p.present {
+			p.needDetails = true
+			p.dirty = true
+			p.retryAt = time.Time{}
+		}
+	}
+	a.fresh = true
+	a.sgDirty = true
+	for k, n := range a.ps.Networks {
+		if n.Type.IsTunnel() && a.opt.L2Population {
+			a.refreshNets[k.NetworkID] = true
+		}
+	}
+}
+
+func (a *Agent) doTunnelSync(ctx context.Context) {
+	if a.opt.LocalIP == "" {
+		return
+	}
+	now := a.now()
+	for _, typ := range sortedKeys(a.tunnelSync) {
+		r := a.tunnelSync[typ]
+		if r.at.After(now) {
+			continue
+		}
+		start := time.Now()
+		eps, err := a.d.Plugin.TunnelSync(ctx, a.opt.LocalIP, typ)
+		a.d.Metrics.ObserveRPC("tunnel_sync", time.Since(start), err)
+		if err != nil {
+			r.failures++
+			r.at = now.Add(a.backoff(r.failures))
+			a.log.Warn("agent: tunnel_sync failed; retrying", "type", typ, "err", err, "in", a.backoff(r.failures))
+			continue
+		}
+		delete(a.tunnelSync, typ)
+		if a.opt.L2Population {
+			continue // l2pop creates tunnels on demand
+		}
+		for _, ep := range eps {
+			a.tunnelUpdate(TunnelUpdate{IP: ep.IP, Type: typ})
+		}
+	}
+}
+
+func (a *Agent) fetchDetails(ctx context.Context) {
+	now := a.now()
+	var ids []string
+	for id, p := range a.ports {
+		if p.present && p.needDetails && p.vif.Ready() && !p.retryAt.After(now) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	sort.Strings(ids)
+	start := time.Now()
+	devs, err := a.d.Cache.Devices(ctx, ids, a.fresh)
+	a.d.Metrics.ObserveRPC("get_device_details", time.Since(start), err)
+	if err != nil {
+		for _, id := range ids {
+			p := a.ports[id]
+			p.failures++
+			p.retryAt = now.Add(a.backoff(p.failures))
+		}
+		a.log.Warn("agent: device details unavailable; dataplane left as it is, retrying", "ports", len(ids), "err", err)
+		return
+	}
+	fresh := a.fresh
+	a.fresh = false
+	for _, id := range ids {
+		p := a.ports[id]
+		d, ok := devs[id]
+		if !ok {
+			d = Device{PortID: id}
+		}
+		p.dev = &d
+		p.recheck = fresh
+		p.needDetails = false
+		p.dirty = true
+	}
+}
+
+// decidePorts wires every dirty port in the state and returns the OVSDB
+// writes needed.
+func (a *Agent) decidePorts() []PortSetting {
+	now := a.now()
+	var settings []PortSetting
+	for _, id := range sortedKeys(a.ports) {
+		p := a.ports[id]
+		if !p.dirty {
+			continue
+		}
+		if !p.present {
+			a.removePort(p)
+			continue
+		}
+		if !p.vif.Ready() {
+			// The ofport update event will dirty it again.
+			p.dirty = false
+			continue
+		}
+		if p.needDetails || p.dev == nil || p.retryAt.After(now) {
+			continue
+		}
+		if s, ok := a.wirePort(p); ok {
+			settings = append(settings, s)
+		}
+	}
+	return settings
+}
+
+func netKeyOf(d *Device) pipeline.NetKey {
+	if d.SegmentationID != nil && *d.SegmentationID >= 0 {
+		return pipeline.Seg(d.NetworkID, uint32(*d.SegmentationID))
+	}
+	return pipeline.NoSeg(d.NetworkID)
+}
+
+// wirePort computes the port's wiring; it returns the Port row write when
+// the tag or other_config must change.
+func (a *Agent) wirePort(p *portRec) (PortSetting, bool) {
+	d := p.dev
+	p.dirty = false
+	defer func() { p.recheck = false }()
+	w := wiredUp
+	switch {
+	case !d.Bound:
+		w = wiredDead
+	case !d.AdminStateUp:
+		w = wiredAdminDown
+	}
+	var key pipeline.NetKey
+	vlan := uint16(DeadVLAN)
+	if w == wiredUp {
+		key = netKeyOf(d)
+		v, err := a.vlans.Allocate(key)
+		if err != nil {
+			a.log.Error("agent: no local VLAN for network; port left dead", "port", p.id, "network", d.NetworkID, "err", err)
+			w = wiredDead
+		} else {
+			vlan = v
+		}
+	}
+	newWiring := p.wired != w || (w == wiredUp && (!p.hasNet || p.net != key))
+	if p.hasNet && (w != wiredUp || p.net != key) {
+		a.leaveNet(p)
+	}
+	if w == wiredUp && !p.hasNet {
+		a.joinNet(p, key, d, vlan)
+	}
+
+	oc := map[string]string{}
+	if w == wiredUp {
+		oc = bindingOtherConfig(d, vlan)
+	}
+	adopted := p.vif.Tag == int(vlan) && ocHas(p.vif.OtherConfig, oc)
+	p.tagOK = adopted
+
+	// Pipeline and firewall state.
+	a.ps.Ports[p.id] = pipelinePort(p, d, key, w)
+	a.dirtyOwner[pipeline.OwnerPort(p.id)] = true
+	a.setFirewallPort(p, d, vlan, w)
+
+	// What the server must hear.
+	switch w {
+	case wiredUp:
+		if newWiring {
+			p.upOnSrv = adopted && d.Status == "ACTIVE" && !p.reAdded
+			p.adopted = adopted
+		} else if p.recheck && d.Status != "ACTIVE" {
+			// Full resync: the server lost what we told it.
+			p.upOnSrv = false
+		}
+		if !p.upOnSrv {
+			p.want = reportUp
+		} else {
+			p.want = reportNone
+			p.seen = time.Time{}
+		}
+	case wiredAdminDown:
+		if newWiring || p.want == reportUp {
+			p.want = reportDown
+		}
+		p.upOnSrv = false
+	case wiredDead:
+		if p.want == reportUp {
+			p.want = reportNone
+		}
+		p.upOnSrv = false
+		p.seen = time.Time{}
+	}
+	p.wired = w
+	if p.tagOK {
+		return PortSetting{}, false
+	}
+	return PortSetting{Name: p.vif.Name, Tag: vlan, OtherConfig: oc}, true
+}
+
+func bindingOtherConfig(d *Device, vlan uint16) map[string]string {
+	phys := d.PhysicalNetwork
+	if phys == "" {
+		phys = "None"
+	}
+	oc := map[string]string{
+		"net_uuid":         d.NetworkID,
+		"network_type":     d.NetworkType,
+		"physical_network": phys,
+		"tag":              strconv.Itoa(int(vlan)),
+	}
+	if d.SegmentationID != nil {
+		oc["segmentation_id"] = strconv.Itoa(*d.SegmentationID)
+	}
+	return oc
+}
+
+func ocHas(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func pipelinePort(p *portRec, d *Device, key pipeline.NetKey, w wiring) *pipeline.Port {
+	mac, _ := net.ParseMAC(p.vif.MAC)
+	if d.MAC != "" {
+		if m, err := net.ParseMAC(d.MAC); err == nil {
+			mac = m
+		}
+	}
+	pp := &pipeline.Port{
+		ID: p.id, Name: p.vif.Name, Ofport: uint32(p.vif.OFPort), MAC: mac, Net: key,
+		AdminUp: w != wiredAdminDown && d.AdminStateUp, Dead: w == wiredDead,
+		DeviceOwner: d.DeviceOwner, PortSecurity: d.PortSecurity,
+	}
+	for _, ip := range d.FixedIPs {
+		if a, err := netip.ParseAddr(ip.IP); err == nil {
+			pp.FixedIPs = append(pp.FixedIPs, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	for _, ap := range d.AllowedPairs {
+		pfx, ok := parsePrefix(ap.IP)
+		if !ok {
+			continue
+		}
+		var m net.HardwareAddr
+		if ap.MAC != "" {
+			m, _ = net.ParseMAC(ap.MAC)
+		}
+		pp.AllowedAddressPairs = append(pp.AllowedAddressPairs, pipeline.AddressPair{MAC: m, IP: pfx})
+	}
+	return pp
+}
+
+func parsePrefix(s string) (netip.Prefix, bool) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		return p.Masked(), err == nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, false
+	}
+	return netip.PrefixFrom(a, a.BitLen()), true
+}
+
+func (a *Agent) joinNet(p *portRec, key pipeline.NetKey, d *Device, vlan uint16) {
+	p.net, p.hasNet = key, true
+	set := a.netPorts[key]
+	if set == nil {
+		set = map[string]bool{}
+		a.netPorts[key] = set
+	}
+	set[p.id] = true
+	if a.ps.Networks[key] == nil {
+		typ := pipeline.NetworkType(d.NetworkType)
+		if a.fdb[d.NetworkID] == nil {
+			a.fdb[d.NetworkID] = map[netip.Addr]*pipeline.RemoteFDB{}
+		}
+		a.ps.Networks[key] = &pipeline.Network{Key: key, Type: typ, PhysicalNetwork: d.PhysicalNetwork, LocalVLAN: vlan, FDB: a.fdb[d.NetworkID]}
+		a.dirtyOwner[pipeline.OwnerNetwork(key)] = true
+		if typ.IsTunnel() && a.opt.L2Population {
+			a.refreshNets[d.NetworkID] = true
+		}
+	}
+}
+
+func (a *Agent) leaveNet(p *portRec) {
+	if set := a.netPorts[p.net]; set != nil {
+		delete(set, p.id)
+	}
+	p.hasNet = false
+}
+
+// releaseIdleNetworks frees the local VLAN of networks without local ports.
+func (a *Agent) releaseIdleNetworks() {
+	for key, set := range a.netPorts {
+		if len(set) > 0 {
+			continue
+		}
+		delete(a.netPorts, key)
+		a.vlans.Release(key)
+		delete(a.ps.Networks, key)
+		a.dirtyOwner[pipeline.OwnerNetwork(key)] = true
+		still := false
+		for k := range a.netPorts {
+			if k.NetworkID == key.NetworkID {
+				still = true
+			}
+		}
+		if !still {
+			delete(a.fdb, key.NetworkID)
+			delete(a.refreshNets, key.NetworkID)
+			delete(a.fdbAwait, key.NetworkID)
+		}
+	}
+}
+
+// removePort unwires a port that left br-int; it is reported down if the
+// server had it bound here.
+func (a *Agent) removePort(p *portRec) {
+	p.dirty = false
+	if p.hasNet {
+		a.leaveNet(p)
+	}
+	if _, ok := a.ps.Ports[p.id]; ok {
+		delete(a.ps.Ports, p.id)
+		a.dirtyOwner[pipeline.OwnerPort(p.id)] = true
+	}
+	a.deleteFirewallPort(p.id)
+	if p.dev != nil && p.dev.Bound && (p.wired == wiredUp || p.wired == wiredAdminDown) {
+		p.want = reportDown
+		p.wired = wiredNone
+		p.upOnSrv = false
+		return
+	}
+	delete(a.ports, p.id)
+}
+
+func (a *Agent) writePorts(ctx context.Context, settings []PortSetting) {
+	if len(settings) == 0 {
+		return
+	}
+	err := a.d.Switch.SetPorts(ctx, settings)
+	byName := map[string]*portRec{}
+	for _, p := range a.ports {
+		byName[p.vif.Name] = p
+	}
+	now := a.now()
+	for _, s := range settings {
+		p := byName[s.Name]
+		if p == nil {
+			continue
+		}
+		if err != nil {
+			p.failures++
+			p.retryAt = now.Add(a.backoff(p.failures))
+			p.dirty = true
+			continue
+		}
+		p.tagOK = true
+		p.vif.Tag = int(s.Tag)
+		if p.vif.OtherConfig == nil {
+			p.vif.OtherConfig = map[string]string{}
+		}
+		for k, v := range s.OtherConfig {
+			p.vif.OtherConfig[k] = v
+		}
+	}
+	if err != nil {
+		a.log.Warn("agent: writing port tags failed; retrying", "ports", len(settings), "err", err)
+	}
+}
+
+// applyFlows recomputes the dirty owners and applies what changed, one
+// bundle per bridge. The stale flows of earlier rounds go in the same
+// bundle once the dataplane is complete.
+func (a *Agent) applyFlows(ctx context.Context) bool {
+	sweep := !a.swept && a.dataplaneComplete()
+	if len(a.dirtyOwner) == 0 && !sweep {
+		return true
+	}
+	if a.flowRetryAt.After(a.now()) {
+		return false
+	}
+	changes := map[string]map[string][]openflow.Flow{}
+	for owner := range a.dirtyOwner {
+		var bf map[string][]openflow.Flow
+		if strings.HasPrefix(owner, "fw:") {
+			fs, err := firewall.FlowsFor(a.fw, a.conj, owner)
+			if err != nil {
+				a.log.Error("agent: firewall owner", "owner", owner, "err", err)
+				delete(a.dirtyOwner, owner)
+				continue
+			}
+			bf = map[string][]openflow.Flow{a.layout.Integration: fs}
+		} else {
+			got, err := pipeline.FlowsFor(a.ps, owner)
+			if err != nil {
+				a.log.Error("agent: pipeline owner", "owner", owner, "err", err)
+				delete(a.dirtyOwner, owner)
+				continue
+			}
+			bf = got
+		}
+		for br := range a.installed {
+			want := bf[br]
+			if flowsEqual(a.installed[br][owner], want) {
+				continue
+			}
+			if changes[br] == nil {
+				changes[br] = map[string][]openflow.Flow{}
+			}
+			changes[br][owner] = want
+		}
+	}
+	failed := false
+	for _, br := range a.layout.Bridges() {
+		set := changes[br]
+		if len(set) == 0 && !sweep {
+			continue
+		}
+		start := time.Now()
+		err := a.d.Flows.Apply(ctx, br, FlowChange{Set: set, Sweep: sweep})
+		if err != nil {
+			a.log.Warn("agent: flow bundle failed; retrying", "bridge", br, "owners", len(set), "err", err)
+			failed = true
+			continue
+		}
+		a.d.Metrics.ObserveBundle(br, time.Since(start))
+		for owner, fs := range set {
+			if len(fs) == 0 {
+				delete(a.installed[br], owner)
+			} else {
+				a.installed[br][owner] = fs
+			}
+		}
+		a.d.Metrics.SetFlows(br, tableCounts(a.installed[br]))
+	}
+	if failed {
+		a.flowFails++
+		a.flowRetryAt = a.now().Add(a.backoff(a.flowFails))
+		return false
+	}
+	a.flowFails = 0
+	clear(a.dirtyOwner)
+	if sweep {
+		a.afterSweep(ctx)
+	}
+	return true
+}
+
+func tableCounts(m map[string][]openflow.Flow) map[uint8]int {
+	out := map[uint8]int{}
+	for _, fs := range m {
+		for _, f := range fs {
+			out[f.Table]++
+		}
+	}
+	return out
+}
+
+func flowsEqual(a, b []openflow.Flow) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !flowEqual(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func flowEqual(x, y openflow.Flow) bool {
+	// The rendering is canonical (field order, action text) and covers
+	// every part of the entry.
+	return x.String() == y.String()
+}
+
+// dataplaneComplete: every port that can be wired is wired, tunnels are
+// synced and the FDB of every tunnelled network has arrived (or waited
+// for long enough): nothing installed by an earlier run is needed any more.
+func (a *Agent) dataplaneComplete() bool {
+	if !a.started || !a.bridgesOK || a.ovsRestarted || len(a.tunnelSync) > 0 || a.sgDirty || len(a.refreshNets) > 0 {
+		return false
+	}
+	now := a.now()
+	for _, dl := range a.fdbAwait {
+		if now.Before(dl) {
+			return false
+		}
+	}
+	for _, p := range a.ports {
+		if p.present && p.vif.Ready() && (p.needDetails || p.dirty || !p.tagOK && p.wired != wiredNone) {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *Agent) afterSweep(ctx context.Context) {
+	a.swept = true
+	clear(a.fdbAwait)
+	a.vlans.DisposeHints()
+	a.conj = a.conj.ReleaseReserved()
+	a.log.Info("agent: in sync with the dataplane; stale flows removed")
+	a.reconcileTunnels(ctx) // adopted tunnel ports nobody uses go now
+}
+
+// reportDevices sends one update_device_list for every port whose state
+// the server must learn (plus a devices_down first for re-plugged ports).
+func (a *Agent) reportDevices(ctx context.Context) {
+	now := a.now()
+	var up, down, readded []string
+	upNets := map[string]bool{}
+	for _, id := range sortedKeys(a.ports) {
+		p := a.ports[id]
+		if p.retryAt.After(now) {
+			continue
+		}
+		switch p.want {
+		case reportUp:
+			if p.wired == wiredUp && p.tagOK {
+				up = append(up, id)
+				upNets[p.dev.NetworkID] = true
+				if p.reAdded {
+					readded = append(readded, id)
+				}
+			}
+		case reportDown:
+			down = append(down, id)
+		}
+	}
+	refresh := len(a.refreshNets) > 0
+	if refresh {
+		// l2pop sends a network's full FDB when a port of it goes up with
+		// refresh_tunnels; one already-ACTIVE port per network is enough
+		// (no status change on the server, no storm).
+		for _, id := range sortedKeys(a.ports) {
+			p := a.ports[id]
+			if p.wired == wiredUp && p.tagOK && p.dev != nil && a.refreshNets[p.dev.NetworkID] && !upNets[p.dev.NetworkID] {
+				up = append(up, id)
+				upNets[p.dev.NetworkID] = true
+			}
+		}
+	}
+	if len(up) == 0 && len(down) == 0 {
+		return
+	}
+	if len(readded) > 0 {
+		start := time.Now()
+		_, err := a.d.Plugin.UpdateDeviceList(ctx, nil, readded, false)
+		a.d.Metrics.ObserveRPC("update_device_list", time.Since(start), err)
+		if err != nil {
+			a.reportFailed(readded, err)
+			return
+		}
+		for _, id := range readded {
+			a.ports[id].reAdded = false
+		}
+	}
+	sent := a.now()
+	for _, id := range up {
+		if p := a.ports[id]; !p.seen.IsZero() {
+			a.d.Metrics.ObserveAgentBatch(sent.Sub(p.seen))
+		}
+	}
+	a.d.Metrics.IncUpdateDeviceList()
+	start := time.Now()
+	res, err := a.d.Plugin.UpdateDeviceList(ctx, up, down, refresh)
+	a.d.Metrics.ObserveRPC("update_device_list", time.Since(start), err)
+	if err != nil {
+		a.reportFailed(append(up, down...), err)
+		return
+	}
+	replied := a.now()
+	if refresh {
+		for id := range a.refreshNets {
+			if upNets[id] {
+				delete(a.refreshNets, id)
+				if !a.swept {
+					a.fdbAwait[id] = replied.Add(a.opt.FDBWait)
+				}
+			}
+		}
+	}
+	ok := map[string]bool{}
+	for _, id := range res.Up {
+		ok[id] = true
+		if p := a.ports[id]; p != nil && p.want == reportUp {
+			p.upOnSrv = true
+			p.want = reportNone
+			p.failures = 0
+			if !p.seen.IsZero() {
+				a.d.Metrics.ObservePortWiring(replied.Sub(p.seen))
+				p.seen = time.Time{}
+			}
+		}
+	}
+	for _, id := range res.Down {
+		ok[id] = true
+		if p := a.ports[id]; p != nil && p.want == reportDown {
+			p.want = reportNone
+			p.failures = 0
+			if !p.present {
+				delete(a.ports, id)
+			}
+		}
+	}
+	var failed []string
+	for _, id := range append(up, down...) {
+		if p := a.ports[id]; p != nil && !ok[id] && p.want != reportNone {
+			failed = append(failed, id)
+		}
+	}
+	if len(failed) > 0 {
+		a.reportFailed(failed, nil)
+	}
+}
+
+func (a *Agent) reportFailed(ids []string, err error) {
+	now := a.now()
+	for _, id := range ids {
+		if p := a.ports[id]; p != nil {
+			p.failures++
+			p.retryAt = now.Add(a.backoff(p.failures))
+		}
+	}
+	a.log.Warn("agent: update_device_list failed; retrying", "ports", len(ids), "err", errString(err))
+}
+
+// updateSync computes whether the agent is in sync and publishes it.
+func (a *Agent) updateSync() {
+	in := a.swept && a.dataplaneComplete() && len(a.dirtyOwner) == 0
+	wired := 0
+	devices := 0
+	for _, p := range a.ports {
+		if p.present {
+			devices++
+		}
+		if p.want != reportNone {
+			in = false
+		}
+		if p.wired == wiredUp && p.upOnSrv && p.present {
+			wired++
+		}
+	}
+	a.devices.Store(int64(devices))
+	a.d.Metrics.SetPortsWired(wired)
+	if in != a.inSync {
+		a.log.Info("agent: sync state", "in_sync", in)
+	}
+	a.inSync = in
+	a.d.Metrics.SetInSync(in)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,254 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+
+	"github.com/ovsagent/ovsagent/internal/firewall"
+	"github.com/ovsagent/ovsagent/internal/openflow"
+	"github.com/ovsagent/ovsagent/internal/pipeline"
+)
+
+// Explanation is everything the agent knows and owns for one port: the
+// answer of `ovs-agent explain PORT-ID`.
+type Explanation struct {
+	PortID          string
+	Name            string
+	MAC             string
+	OFPort          int32
+	NetworkID       string
+	NetworkType     string
+	PhysicalNetwork string
+	SegmentationID  *int
+	LocalVLAN       int // DeadVLAN when dead; 0 when not wired
+	Wiring          string
+	ReportedUp      bool
+	Source          string // "running agent" or "computed from OVSDB and the server"
+	Flows           []ExplainedFlow
+}
+
+// ExplainedFlow is one flow with the reason it exists.
+type ExplainedFlow struct {
+	Bridge string
+	Owner  string // the owner key the agent installs it under
+	Reason string // what it is for: owner and feature (table) name
+	Flow   openflow.Flow
+}
+
+// ErrUnknownPort: the port is not on br-int.
+var ErrUnknownPort = errors.New("port not on the integration bridge")
+
+type explainReq struct {
+	portID string
+	reply  chan explainResult
+}
+
+type explainResult struct {
+	e   *Explanation
+	err error
+}
+
+// Explain asks the running loop about a port (safe from any goroutine).
+func (a *Agent) Explain(ctx context.Context, portID string) (*Explanation, error) {
+	req := explainReq{portID: portID, reply: make(chan explainResult, 1)}
+	select {
+	case a.explain <- req:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case r := <-req.reply:
+		return r.e, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (a *Agent) explainPort(id string) explainResult {
+	p := a.ports[id]
+	if p == nil || !p.present {
+		return explainResult{err: fmt.Errorf("explain %s: %w", id, ErrUnknownPort)}
+	}
+	e := a.describe(p)
+	e.Source = "running agent (flows as installed)"
+	for _, o := range a.portOwners(p) {
+		for br, m := range a.installed {
+			for _, f := range m[o] {
+				e.Flows = append(e.Flows, ExplainedFlow{Bridge: br, Owner: o, Reason: a.reason(o, br, f.Table), Flow: f})
+			}
+		}
+	}
+	sortFlows(e.Flows)
+	return explainResult{e: e}
+}
+
+func (a *Agent) describe(p *portRec) *Explanation {
+	e := &Explanation{PortID: p.id, Name: p.vif.Name, MAC: p.vif.MAC, OFPort: p.vif.OFPort, Wiring: p.wired.String(), ReportedUp: p.upOnSrv}
+	if p.dev != nil {
+		e.NetworkID, e.NetworkType, e.PhysicalNetwork, e.SegmentationID = p.dev.NetworkID, p.dev.NetworkType, p.dev.PhysicalNetwork, p.dev.SegmentationID
+	}
+	switch p.wired {
+	case wiredUp:
+		if v, ok := a.vlans.Get(p.net); ok {
+			e.LocalVLAN = int(v)
+		}
+	case wiredAdminDown, wiredDead:
+		e.LocalVLAN = DeadVLAN
+	}
+	return e
+}
+
+// portOwners are the owners whose flows exist because of the port: its
+// own, its network's (shared with the network's other ports) and its
+// firewall's.
+func (a *Agent) portOwners(p *portRec) []string {
+	out := []string{pipeline.OwnerPort(p.id), firewall.OwnerPort(p.id)}
+	if p.wired == wiredUp {
+		out = append(out, pipeline.OwnerNetwork(p.net))
+		if v, ok := a.vlans.Get(p.net); ok {
+			out = append(out, firewall.OwnerConj(v))
+		}
+	}
+	return out
+}
+
+func (a *Agent) reason(owner, bridge string, table uint8) string {
+	var tables []pipeline.Table
+	switch {
+	case bridge == a.layout.Integration:
+		tables = pipeline.IntTables
+	case bridge == a.layout.Tunnel:
+		tables = pipeline.TunTables
+	default:
+		tables = pipeline.PhysTables
+	}
+	tn := pipeline.TableName(tables, table)
+	if tn == "" {
+		tn = fmt.Sprintf("table %d", table)
+	}
+	kind, arg, _ := strings.Cut(owner, ":")
+	var what string
+	switch kind {
+	case "port":
+		what = "port wiring"
+	case "net":
+		what = "local VLAN of network " + arg
+	case "fw":
+		k, id, _ := firewall.ParseOwner(owner)
+		if k == "conj" {
+			what = "remote-group addresses on VLAN " + id
+		} else {
+			what = "security groups (OVS firewall)"
+		}
+	default:
+		what = owner
+	}
+	return what + ": " + tn
+}
+
+func sortFlows(fs []ExplainedFlow) {
+	sort.SliceStable(fs, func(i, j int) bool {
+		if fs[i].Bridge != fs[j].Bridge {
+			return fs[i].Bridge < fs[j].Bridge
+		}
+		if fs[i].Flow.Table != fs[j].Flow.Table {
+			return fs[i].Flow.Table < fs[j].Flow.Table
+		}
+		return fs[i].Flow.Priority > fs[j].Flow.Priority
+	})
+}
+
+// ExplainOffline computes the explanation without a running agent, from
+// what OVSDB and the server say now: the port's VIF, its details, the
+// bridges, and (with the OVS firewall) its security groups. The local VLAN
+// is the one the port carries. l2pop FDB entries live only in a running
+// agent and are not shown.
+func ExplainOffline(opt Options, l BridgeLayout, vif VIF, dev Device, groups map[string]firewall.SecurityGroup, members map[string][]firewall.Member) *Explanation {
+	a := New(opt, Deps{Log: slog.New(slog.DiscardHandler)})
+	a.applyLayout(l)
+	a.adopt([]VIF{vif})
+	p := a.port(vif.PortID)
+	p.vif, p.present, p.dev = vif, true, &dev
+	a.wirePort(p)
+	if a.ps.Config.OVSFirewall() {
+		next := &firewall.State{Config: a.fw.Config, Ports: a.fwPorts, Groups: groups, Members: members}
+		a.conj, _ = firewall.Update(a.fw, next, a.conj)
+		a.fw = next
+	}
+	e := a.describe(p)
+	e.Source = "computed from OVSDB and the server (no running agent state)"
+	for _, o := range a.portOwners(p) {
+		if strings.HasPrefix(o, "fw:") {
+			if !a.ps.Config.OVSFirewall() {
+				continue
+			}
+			fs, err := firewall.FlowsFor(a.fw, a.conj, o)
+			if err != nil {
+				continue
+			}
+			for _, f := range fs {
+				e.Flows = append(e.Flows, ExplainedFlow{Bridge: l.Integration, Owner: o, Reason: a.reason(o, l.Integration, f.Table), Flow: f})
+			}
+			continue
+		}
+		bf, err := pipeline.FlowsFor(a.ps, o)
+		if err != nil {
+			continue
+		}
+		for br, fs := range bf {
+			for _, f := range fs {
+				e.Flows = append(e.Flows, ExplainedFlow{Bridge: br, Owner: o, Reason: a.reason(o, br, f.Table), Flow: f})
+			}
+		}
+	}
+	sortFlows(e.Flows)
+	return e
+}
+
+// Write prints the explanation for a person.
+func (e *Explanation) Write(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "port %s (%s)\n", e.PortID, e.Source)
+	fmt.Fprintf(&b, "  interface   %s  ofport %d  mac %s\n", e.Name, e.OFPort, e.MAC)
+	seg := "None"
+	if e.SegmentationID != nil {
+		seg = fmt.Sprint(*e.SegmentationID)
+	}
+	phys := e.PhysicalNetwork
+	if phys == "" {
+		phys = "None"
+	}
+	fmt.Fprintf(&b, "  network     %s  type %s  segment %s  physnet %s\n", orNone(e.NetworkID), orNone(e.NetworkType), seg, phys)
+	vlan := fmt.Sprint(e.LocalVLAN)
+	if e.LocalVLAN == DeadVLAN {
+		vlan += " (dead)"
+	}
+	fmt.Fprintf(&b, "  local VLAN  %s  wiring %s  reported up %v\n", vlan, e.Wiring, e.ReportedUp)
+	fmt.Fprintf(&b, "  flows       %d\n", len(e.Flows))
+	lastBr, lastTable := "", -1
+	for _, f := range e.Flows {
+		if f.Bridge != lastBr {
+			fmt.Fprintf(&b, "\n%s\n", f.Bridge)
+			lastBr, lastTable = f.Bridge, -1
+		}
+		if int(f.Flow.Table) != lastTable {
+			fmt.Fprintf(&b, "  table %d\n", f.Flow.Table)
+			lastTable = int(f.Flow.Table)
+		}
+		fmt.Fprintf(&b, "   %s\n      # %s [owner %s]\n", strings.TrimSpace(f.Flow.String()), f.Reason, f.Owner)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "None"
+	}
+	return s
+}

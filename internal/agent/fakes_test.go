@@ -1,0 +1,418 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/ovsagent/ovsagent/internal/firewall"
+	"github.com/ovsagent/ovsagent/internal/openflow"
+)
+
+var errDown = errors.New("fake: unreachable")
+
+// fakeSwitch is an in-memory OVSDB: bridges, Port rows with tag and
+// other_config, tunnel ports, and the monitor's event channel.
+type fakeSwitch struct {
+	mu         sync.Mutex
+	layout     BridgeLayout
+	rows       map[string]*VIF // by port name
+	tunnels    map[string]TunnelPort
+	nextOF     int32
+	setups     int
+	writes     int // Port rows written
+	failWrites int // next SetPorts calls that fail
+	events     chan PortEvent
+}
+
+func newFakeSwitch(tunnel bool) *fakeSwitch {
+	l := BridgeLayout{Integration: "br-int", PatchTun: 0, Physical: map[string]PhysBridge{
+		"physnet1": {Bridge: "br-phys", IntOFPort: 2, PhyOFPort: 1},
+	}}
+	if tunnel {
+		l.Tunnel, l.PatchTun, l.PatchInt = "br-tun", 1, 1
+	}
+	return &fakeSwitch{layout: l, rows: map[string]*VIF{}, tunnels: map[string]TunnelPort{}, nextOF: 10, events: make(chan PortEvent, 1024)}
+}
+
+func (s *fakeSwitch) SetupBridges(context.Context) (BridgeLayout, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setups++
+	return s.layout, nil
+}
+
+func (s *fakeSwitch) SetPorts(_ context.Context, ps []PortSetting) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failWrites > 0 {
+		s.failWrites--
+		return errDown
+	}
+	for _, p := range ps {
+		r := s.rows[p.Name]
+		if r == nil {
+			continue
+		}
+		r.Tag = int(p.Tag)
+		if r.OtherConfig == nil {
+			r.OtherConfig = map[string]string{}
+		}
+		maps.Copy(r.OtherConfig, p.OtherConfig)
+		s.writes++
+	}
+	return nil
+}
+
+func (s *fakeSwitch) EnsureTunnelPort(_ context.Context, t TunnelPort) (TunnelPort, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ip := netip.MustParseAddr(t.RemoteIP).As4()
+	t.Name = fmt.Sprintf("%s-%02x%02x%02x%02x", t.Type, ip[0], ip[1], ip[2], ip[3])
+	if old, ok := s.tunnels[t.Name]; ok {
+		return old, nil
+	}
+	s.nextOF++
+	t.OFPort = s.nextOF
+	s.tunnels[t.Name] = t
+	return t, nil
+}
+
+func (s *fakeSwitch) DeleteTunnelPort(_ context.Context, t TunnelPort) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.tunnels, t.Name)
+	return nil
+}
+
+func (s *fakeSwitch) TunnelPorts(context.Context) ([]TunnelPort, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []TunnelPort
+	for _, t := range s.tunnels {
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func (s *fakeSwitch) PortEvents() <-chan PortEvent { return s.events }
+
+// plug adds a VIF row and emits its event (as the monitor would).
+func (s *fakeSwitch) plug(id, name, mac string) {
+	s.mu.Lock()
+	s.nextOF++
+	v := &VIF{PortID: id, Name: name, MAC: mac, OFPort: s.nextOF, Tag: -1, UUID: "uuid-" + name + fmt.Sprint(s.nextOF)}
+	s.rows[name] = v
+	cp := *v
+	s.mu.Unlock()
+	s.events <- PortEvent{Kind: PortUpserted, VIF: cp}
+}
+
+func (s *fakeSwitch) unplug(name string) {
+	s.mu.Lock()
+	v := s.rows[name]
+	delete(s.rows, name)
+	s.mu.Unlock()
+	s.events <- PortEvent{Kind: PortRemoved, VIF: *v}
+}
+
+// snapshot emits the monitor's initial dump.
+func (s *fakeSwitch) snapshot() {
+	s.mu.Lock()
+	var vifs []VIF
+	for _, v := range s.rows {
+		cp := *v
+		cp.OtherConfig = maps.Clone(v.OtherConfig)
+		vifs = append(vifs, cp)
+	}
+	s.mu.Unlock()
+	s.events <- PortEvent{Kind: PortSnapshot, Snapshot: vifs}
+}
+
+func (s *fakeSwitch) tag(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.rows[name]; r != nil {
+		return r.Tag
+	}
+	return -2
+}
+
+func (s *fakeSwitch) tunnelNames() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return sortedKeys(s.tunnels)
+}
+
+// fakeFlows is an in-memory ovs-vswitchd flow table per bridge. Each entry
+// remembers the owner that installed it; entries of an earlier round have
+// owner "" and go only with a sweep.
+type fakeFlows struct {
+	mu      sync.Mutex
+	tables  map[string]map[string]fakeEntry // bridge → flow key → entry
+	bundles int
+	fail    int
+	events  chan DataplaneEvent
+}
+
+type fakeEntry struct {
+	owner string
+	flow  openflow.Flow
+}
+
+func newFakeFlows() *fakeFlows {
+	return &fakeFlows{tables: map[string]map[string]fakeEntry{}, events: make(chan DataplaneEvent, 8)}
+}
+
+func (f *fakeFlows) Apply(_ context.Context, br string, ch FlowChange) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail > 0 {
+		f.fail--
+		return errDown
+	}
+	f.bundles++
+	t := f.tables[br]
+	if t == nil {
+		t = map[string]fakeEntry{}
+		f.tables[br] = t
+	}
+	for owner, fs := range ch.Set {
+		for k, e := range t {
+			if e.owner == owner {
+				delete(t, k)
+			}
+		}
+		for _, fl := range fs {
+			t[fl.Key()] = fakeEntry{owner: owner, flow: fl}
+		}
+	}
+	if ch.Sweep {
+		for k, e := range t {
+			if e.owner == "" {
+				delete(t, k)
+			}
+		}
+	}
+	return nil
+}
+
+func (f *fakeFlows) Reset(string) {}
+
+func (f *fakeFlows) CanaryPresent(_ context.Context, br string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range f.tables[br] {
+		if e.flow.Table == 23 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (f *fakeFlows) Events() <-chan DataplaneEvent { return f.events }
+
+// newRound marks every installed flow as left by an earlier run.
+func (f *fakeFlows) newRound() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, t := range f.tables {
+		for k, e := range t {
+			e.owner = ""
+			t[k] = e
+		}
+	}
+}
+
+// wipe empties every table (ovs-vswitchd restarted).
+func (f *fakeFlows) wipe() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.tables)
+}
+
+func (f *fakeFlows) owners(br string) map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]int{}
+	for _, e := range f.tables[br] {
+		out[e.owner]++
+	}
+	return out
+}
+
+func (f *fakeFlows) dump(br string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, e := range f.tables[br] {
+		out = append(out, strings.TrimSpace(e.flow.String()))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (f *fakeFlows) has(br, substr string) bool {
+	for _, l := range f.dump(br) {
+		if strings.Contains(l, substr) {
+			return true
+		}
+	}
+	return false
+}
+
+// fakeServer is neutron-server as the agent sees it: ports with their
+// binding and status, tunnel endpoints, state reports.
+type fakeServer struct {
+	mu            sync.Mutex
+	devices       map[string]Device
+	groups        map[string]firewall.SecurityGroup
+	down          bool
+	udlCalls      int
+	udlUp         [][]string
+	refreshCalls  int
+	tunnelSyncErr int
+	tunnelSyncs   int
+	endpoints     []TunnelEndpoint
+	reports       int
+	startFlags    int
+	answer        string
+}
+
+func newFakeServer() *fakeServer {
+	return &fakeServer{devices: map[string]Device{}, groups: map[string]firewall.SecurityGroup{}, answer: "alive"}
+}
+
+func (s *fakeServer) addPort(id, net, typ string, seg int, mac string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sg := seg
+	d := Device{PortID: id, Bound: true, NetworkID: net, MAC: mac, AdminStateUp: true, Status: "DOWN",
+		NetworkType: typ, SegmentationID: &sg, PortSecurity: true, FixedIPs: []FixedIP{{SubnetID: "s", IP: "10.0.0." + fmt.Sprint(len(s.devices)+2)}}}
+	if typ == "vlan" {
+		d.PhysicalNetwork = "physnet1"
+	}
+	s.devices[id] = d
+}
+
+func (s *fakeServer) update(id string, fn func(*Device)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.devices[id]
+	fn(&d)
+	s.devices[id] = d
+}
+
+func (s *fakeServer) status(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.devices[id].Status
+}
+
+func (s *fakeServer) setDown(v bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = v
+}
+
+func (s *fakeServer) calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.udlCalls
+}
+
+func (s *fakeServer) UpdateDeviceList(_ context.Context, up, down []string, refresh bool) (DeviceListResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return DeviceListResult{}, errDown
+	}
+	s.udlCalls++
+	s.udlUp = append(s.udlUp, up)
+	if refresh {
+		s.refreshCalls++
+	}
+	var r DeviceListResult
+	for _, id := range up {
+		d, ok := s.devices[id]
+		if !ok {
+			r.FailedUp = append(r.FailedUp, id)
+			continue
+		}
+		d.Status = "ACTIVE"
+		s.devices[id] = d
+		r.Up = append(r.Up, id)
+	}
+	for _, id := range down {
+		if d, ok := s.devices[id]; ok {
+			d.Status = "DOWN"
+			s.devices[id] = d
+		}
+		r.Down = append(r.Down, id)
+	}
+	return r, nil
+}
+
+func (s *fakeServer) TunnelSync(_ context.Context, ip, typ string) ([]TunnelEndpoint, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return nil, errDown
+	}
+	s.tunnelSyncs++
+	if s.tunnelSyncErr > 0 {
+		s.tunnelSyncErr--
+		return nil, errDown
+	}
+	return append([]TunnelEndpoint{{IP: ip, Host: "me"}}, s.endpoints...), nil
+}
+
+func (s *fakeServer) Devices(_ context.Context, ids []string, _ bool) (map[string]Device, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return nil, errDown
+	}
+	out := map[string]Device{}
+	for _, id := range ids {
+		if d, ok := s.devices[id]; ok {
+			out[id] = d
+		}
+	}
+	return out, nil
+}
+
+func (s *fakeServer) SecurityGroups(_ context.Context, ids []string) (map[string]firewall.SecurityGroup, map[string][]firewall.Member, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return nil, nil, errDown
+	}
+	out := map[string]firewall.SecurityGroup{}
+	for _, id := range ids {
+		if g, ok := s.groups[id]; ok {
+			out[id] = g
+		}
+	}
+	return out, map[string][]firewall.Member{}, nil
+}
+
+func (s *fakeServer) ReportState(_ context.Context, start bool, _ int) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return "", errDown
+	}
+	s.reports++
+	if start {
+		s.startFlags++
+	}
+	a := s.answer
+	s.answer = "alive"
+	return a, nil
+}

@@ -1,0 +1,119 @@
+package agent
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/ovsagent/ovsagent/internal/firewall"
+)
+
+// setFirewallPort records the port as the firewall must see it (only with
+// the OVS firewall; dead and admin-down ports are not filtered).
+func (a *Agent) setFirewallPort(p *portRec, d *Device, vlan uint16, w wiring) {
+	if !a.ps.Config.OVSFirewall() {
+		return
+	}
+	if w != wiredUp {
+		a.deleteFirewallPort(p.id)
+		return
+	}
+	mac, _ := net.ParseMAC(d.MAC)
+	if mac == nil {
+		mac, _ = net.ParseMAC(p.vif.MAC)
+	}
+	fp := firewall.Port{
+		ID: p.id, OFPort: uint32(p.vif.OFPort), VLAN: vlan, MAC: mac,
+		PortSecurity:     d.PortSecurity,
+		SecurityGroupIDs: slices.Clone(d.SecurityGroups),
+	}
+	sort.Strings(fp.SecurityGroupIDs)
+	for _, ip := range d.FixedIPs {
+		if ad, err := netip.ParseAddr(ip.IP); err == nil {
+			fp.FixedIPs = append(fp.FixedIPs, ad)
+		}
+	}
+	for _, ap := range d.AllowedPairs {
+		pfx, ok := parsePrefix(ap.IP)
+		if !ok {
+			continue
+		}
+		var m net.HardwareAddr
+		if ap.MAC != "" {
+			m, _ = net.ParseMAC(ap.MAC)
+		}
+		fp.AllowedAddressPairs = append(fp.AllowedAddressPairs, firewall.AddressPair{MAC: m, IP: pfx})
+	}
+	old, had := a.fwPorts[p.id]
+	if had && !slices.Equal(old.SecurityGroupIDs, fp.SecurityGroupIDs) {
+		a.sgDirty = true
+	}
+	if !had {
+		for _, g := range fp.SecurityGroupIDs {
+			if _, ok := a.fw.Groups[g]; !ok {
+				a.sgDirty = true
+			}
+		}
+	}
+	a.fwPorts[p.id] = fp
+	a.fwChanged = true
+}
+
+func (a *Agent) deleteFirewallPort(id string) {
+	if _, ok := a.fwPorts[id]; ok {
+		delete(a.fwPorts, id)
+		a.fwChanged = true
+	}
+}
+
+// updateFirewall builds the firewall's next state (re-reading security
+// groups when they changed) and dirties the owners whose flows differ.
+func (a *Agent) updateFirewall(ctx context.Context) {
+	if !a.ps.Config.OVSFirewall() {
+		a.sgDirty = false
+		return
+	}
+	if !a.fwChanged && !a.sgDirty && len(a.fw.Ports) > 0 {
+		return
+	}
+	next := &firewall.State{Config: a.fw.Config, Ports: make(map[string]firewall.Port, len(a.fwPorts)), Groups: a.fw.Groups, Members: a.fw.Members}
+	for id, p := range a.fwPorts {
+		next.Ports[id] = p
+	}
+	if a.sgDirty && !a.sgRetryAt.After(a.now()) {
+		ids := map[string]bool{}
+		for _, p := range next.Ports {
+			for _, g := range p.SecurityGroupIDs {
+				ids[g] = true
+			}
+		}
+		list := sortedKeys(ids)
+		groups, members, err := map[string]firewall.SecurityGroup{}, map[string][]firewall.Member{}, error(nil)
+		if len(list) > 0 {
+			start := time.Now()
+			groups, members, err = a.d.Cache.SecurityGroups(ctx, list)
+			a.d.Metrics.ObserveRPC("security_group_info", time.Since(start), err)
+		}
+		if err != nil {
+			a.sgFails++
+			a.sgRetryAt = a.now().Add(a.backoff(a.sgFails))
+			a.log.Warn("agent: security groups unavailable; retrying", "err", err)
+		} else {
+			a.sgFails = 0
+			a.sgDirty = false
+			next.Groups, next.Members = groups, members
+		}
+	}
+	ids, changed := firewall.Update(a.fw, next, a.conj)
+	for _, o := range changed {
+		a.dirtyOwner[o] = true
+	}
+	if len(a.fw.Ports) == 0 && len(a.installed[a.layout.Integration]) == 0 {
+		a.dirtyOwner[firewall.OwnerBase] = true
+	}
+	a.fw, a.conj = next, ids
+	a.fwChanged = false
+}

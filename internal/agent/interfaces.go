@@ -1,0 +1,230 @@
+// Package agent is the heart of ovsagent: the agent's state (ports, local
+// VLANs, tunnels, FDB), the single event loop that turns OVSDB port events,
+// server notifications and timers into one dataplane batch, the status
+// reporting to the server and the resync logic.
+//
+// The loop talks to the edges only through the narrow interfaces of this
+// file; each is what the loop needs, nothing more. The edges (internal/ovsdb,
+// internal/openflow, internal/neutron, internal/pipeline, internal/firewall)
+// are adapted to them in adapters*.go; tests use stateful in-memory fakes.
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/ovsagent/ovsagent/internal/firewall"
+	"github.com/ovsagent/ovsagent/internal/openflow"
+)
+
+// DeadVLAN is the tag of a port that must not forward (the reference's
+// DEAD_VLAN_TAG); br-int drops vlan 4095 at p65535.
+const DeadVLAN = 4095
+
+// VIF is a VM interface on br-int as OVSDB shows it: an Interface row with
+// external_ids iface-id and attached-mac (spec §6).
+type VIF struct {
+	PortID string // external_ids:iface-id, the Neutron port id
+	Name   string // Interface (and Port) name
+	MAC    string // external_ids:attached-mac
+	// OFPort is 0 while OVS has not assigned one yet and -1 when it failed.
+	OFPort int32
+	// Tag is the Port's current VLAN tag, -1 when none. Read at start to adopt
+	// the existing dataplane.
+	Tag int
+	// OtherConfig is the Port's other_config (net_uuid, segmentation_id, …).
+	OtherConfig map[string]string
+	// UUID is the Interface row's identity; it changes when the VIF is
+	// unplugged and plugged again (the reference's "re_added").
+	UUID string
+}
+
+// Ready reports whether the VIF can be wired (it has a usable ofport).
+func (v VIF) Ready() bool { return v.OFPort > 0 }
+
+// PortEventKind says what happened to a VIF.
+type PortEventKind uint8
+
+const (
+	// PortUpserted: a VIF appeared or changed (add and update are handled the
+	// same way: handlers must be idempotent since libovsdb replays adds on
+	// reconnect).
+	PortUpserted PortEventKind = iota + 1
+	// PortRemoved: the VIF left br-int.
+	PortRemoved
+	// PortSnapshot: the complete set of VIFs on br-int (the monitor's
+	// initial dump, and again after an OVSDB reconnect). VIFs the agent knows
+	// that are absent from it are removed.
+	PortSnapshot
+)
+
+// PortEvent is one OVSDB monitor event.
+type PortEvent struct {
+	Kind     PortEventKind
+	VIF      VIF   // PortUpserted, PortRemoved (PortID is enough for removal)
+	Snapshot []VIF // PortSnapshot
+	// Seen is when the edge received the event; the wiring latency metric
+	// starts here. Zero means "when the loop saw it".
+	Seen time.Time
+}
+
+// PortSetting is one Port's tag and the other_config keys the agent owns.
+type PortSetting struct {
+	Name        string
+	Tag         uint16
+	OtherConfig map[string]string // merged into the Port's other_config
+}
+
+// BridgeLayout is what SetupBridges built: the names and patch-port ofports
+// the pipeline needs.
+type BridgeLayout struct {
+	Integration string // br-int
+	Tunnel      string // br-tun, empty when tunnelling is off
+	// PatchTun is patch-tun's ofport on br-int; PatchInt is patch-int's on br-tun.
+	PatchTun, PatchInt uint32
+	// Physical maps a physical network to its bridge and patch ports.
+	Physical map[string]PhysBridge
+}
+
+// PhysBridge is one bridge_mappings entry after setup.
+type PhysBridge struct {
+	Bridge string
+	// IntOFPort is int-<bridge> on br-int; PhyOFPort is phy-<bridge> on the bridge.
+	IntOFPort, PhyOFPort uint32
+}
+
+// Bridges returns every bridge of the layout, br-int first.
+func (l BridgeLayout) Bridges() []string {
+	out := []string{l.Integration}
+	if l.Tunnel != "" {
+		out = append(out, l.Tunnel)
+	}
+	for _, pb := range sortedPhys(l.Physical) {
+		out = append(out, pb.Bridge)
+	}
+	return out
+}
+
+// TunnelPort is a tunnel interface on br-tun.
+type TunnelPort struct {
+	Name     string // <type>-<hash>
+	Type     string // vxlan, gre, geneve
+	RemoteIP string
+	LocalIP  string
+	OFPort   int32
+}
+
+// Switch is what the loop needs from OVSDB.
+type Switch interface {
+	// SetupBridges creates or updates br-int, br-tun and the physical
+	// bridges with their patch ports (idempotent, may-exist semantics).
+	SetupBridges(ctx context.Context) (BridgeLayout, error)
+	// SetPorts writes tag (clearing vlan_mode/trunks) and other_config of
+	// every given Port in one transaction.
+	SetPorts(ctx context.Context, ports []PortSetting) error
+	// EnsureTunnelPort creates the tunnel port to t.RemoteIP if missing
+	// and returns it with its Name and OFPort filled in.
+	EnsureTunnelPort(ctx context.Context, t TunnelPort) (TunnelPort, error)
+	// DeleteTunnelPort removes a tunnel port from br-tun.
+	DeleteTunnelPort(ctx context.Context, t TunnelPort) error
+	// TunnelPorts lists the tunnel ports on br-tun (adopted at start).
+	TunnelPorts(ctx context.Context) ([]TunnelPort, error)
+	// PortEvents delivers the br-int VIF monitor's events; the first is a
+	// PortSnapshot.
+	PortEvents() <-chan PortEvent
+}
+
+// FlowChange is what one bundle does on one bridge: for each owner in Set
+// its installed flows become exactly the given ones (an empty slice deletes
+// the owner's flows). Sweep also deletes, in the same bundle, every flow of
+// an earlier cookie round that no owner re-installed.
+type FlowChange struct {
+	Set   map[string][]openflow.Flow
+	Sweep bool
+}
+
+// Flows is what the loop needs from OpenFlow: one reconciler per bridge.
+type Flows interface {
+	// Apply applies the change to the bridge in one atomic bundle. On error
+	// nothing changed on the bridge.
+	Apply(ctx context.Context, bridge string, ch FlowChange) error
+	// Reset forgets what the reconciler believes is installed on the bridge
+	// (after ovs-vswitchd restarted, the switch's tables are empty).
+	Reset(bridge string)
+	// CanaryPresent reports whether br-int still has the canary flow in
+	// table 23; false means ovs-vswitchd restarted and lost every flow.
+	CanaryPresent(ctx context.Context, bridge string) (bool, error)
+	// Events delivers connection events (one per OpenFlow reconnect).
+	Events() <-chan DataplaneEvent
+}
+
+// DataplaneEvent says a bridge's OpenFlow connection came back.
+type DataplaneEvent struct {
+	Bridge string
+}
+
+// Plugin is the server's plugin RPC (topic q-plugin) the loop calls.
+type Plugin interface {
+	UpdateDeviceList(ctx context.Context, up, down []string, refreshTunnels bool) (DeviceListResult, error)
+	TunnelSync(ctx context.Context, tunnelIP, tunnelType string) ([]TunnelEndpoint, error)
+}
+
+// DeviceListResult is update_device_list's reply.
+type DeviceListResult struct {
+	Up         []string
+	FailedUp   []string
+	Down       []string
+	FailedDown []string
+}
+
+// TunnelEndpoint is one entry of tunnel_sync's reply.
+type TunnelEndpoint struct {
+	IP   string
+	Host string
+}
+
+// StateReporter sends report_state (topic q-reports-plugin). It returns the
+// server's answer: "new", "alive", "revived" or "".
+type StateReporter interface {
+	ReportState(ctx context.Context, startFlag bool, devices int) (string, error)
+}
+
+// Device is a port's details as the resource cache computes them (spec §2.1).
+type Device struct {
+	PortID string
+	// Bound is false for an unknown or unbound port, or one whose active
+	// binding is on another host ("no_active_binding"); such ports stay dead.
+	Bound           bool
+	NetworkID       string
+	MAC             string
+	AdminStateUp    bool
+	Status          string // ACTIVE, DOWN, BUILD …
+	NetworkType     string // vxlan, gre, geneve, vlan, flat, local
+	SegmentationID  *int
+	PhysicalNetwork string
+	FixedIPs        []FixedIP
+	AllowedPairs    []AddressPair
+	DeviceOwner     string
+	PortSecurity    bool
+	SecurityGroups  []string
+	MTU             int
+}
+
+// FixedIP is one of a port's addresses.
+type FixedIP struct{ SubnetID, IP string }
+
+// AddressPair is an allowed address pair (IP may be a CIDR).
+type AddressPair struct{ MAC, IP string }
+
+// Cache is the resource cache: device details computed locally from cached
+// OVOs, pulling misses from the server in bulk.
+type Cache interface {
+	// Devices returns details of the given ports. A port the server does not
+	// know is returned with Bound false. fresh bypasses the cache (full
+	// resync: notifications may have been lost). An error means the server
+	// could not be reached; nothing is returned then.
+	Devices(ctx context.Context, ids []string, fresh bool) (map[string]Device, error)
+	// SecurityGroups returns the given groups with their rules, and the
+	// members of every remote group or address group those rules name.
+	SecurityGroups(ctx context.Context, ids []string) (map[string]firewall.SecurityGroup, map[string][]firewall.Member, error)
+}

@@ -1,0 +1,187 @@
+package agent
+
+import (
+	"time"
+
+	"github.com/ovsagent/ovsagent/internal/pipeline"
+)
+
+// wiring is what the agent last made of a port.
+type wiring uint8
+
+const (
+	wiredNone      wiring = iota // not wired yet
+	wiredUp                      // bound, on its local VLAN
+	wiredAdminDown               // admin down: dead VLAN
+	wiredDead                    // unbound, foreign, failed: dead VLAN
+)
+
+func (w wiring) String() string {
+	switch w {
+	case wiredUp:
+		return "up"
+	case wiredAdminDown:
+		return "admin-down"
+	case wiredDead:
+		return "dead"
+	}
+	return "none"
+}
+
+// report is what the server must be told about a port.
+type report uint8
+
+const (
+	reportNone report = iota
+	reportUp
+	reportDown
+)
+
+// portRec is everything the agent knows about one Neutron port on br-int.
+type portRec struct {
+	id      string
+	vif     VIF
+	present bool // on br-int now
+	dev     *Device
+
+	needDetails bool
+	dirty       bool
+	recheck     bool // details came from a full resync: re-check the server's status
+	// seen is the first event not yet answered by a report (latency metric).
+	seen time.Time
+	// reAdded: unplugged and plugged again; reported down before up.
+	reAdded bool
+
+	net      pipeline.NetKey
+	hasNet   bool
+	wired    wiring
+	tagOK    bool // the Port's tag and other_config are what the wiring needs
+	adopted  bool // found wired from an earlier run (tag + net_uuid match)
+	upOnSrv  bool // the server has it ACTIVE (our reply or, when adopted, the cache)
+	want     report
+	sentAt   time.Time
+	failures int
+	retryAt  time.Time
+}
+
+// pending reports whether the port still has work (it keeps the agent out of sync).
+func (p *portRec) pending() bool {
+	return p.needDetails || p.dirty || p.want != reportNone
+}
+
+func (a *Agent) port(id string) *portRec {
+	p := a.ports[id]
+	if p == nil {
+		p = &portRec{id: id}
+		a.ports[id] = p
+	}
+	return p
+}
+
+func (a *Agent) onPortEvent(ev PortEvent) {
+	seen := ev.Seen
+	if seen.IsZero() {
+		seen = a.now()
+	}
+	switch ev.Kind {
+	case PortUpserted:
+		a.upsertVIF(ev.VIF, seen)
+	case PortRemoved:
+		if p := a.ports[ev.VIF.PortID]; p != nil && p.present {
+			p.present = false
+			p.dirty = true
+			p.retryAt = time.Time{}
+		}
+	case PortSnapshot:
+		inSnap := map[string]bool{}
+		for _, v := range ev.Snapshot {
+			inSnap[v.PortID] = true
+			a.upsertVIF(v, seen)
+		}
+		for id, p := range a.ports {
+			if p.present && !inSnap[id] {
+				p.present = false
+				p.dirty = true
+			}
+		}
+		if !a.started {
+			a.adopt(ev.Snapshot)
+			a.started = true
+		}
+	}
+}
+
+func (a *Agent) upsertVIF(v VIF, seen time.Time) {
+	if v.PortID == "" {
+		return
+	}
+	p := a.port(v.PortID)
+	old := p.vif
+	wasPresent := p.present
+	p.vif = v
+	p.present = true
+	if !wasPresent || old.UUID != v.UUID || old.OFPort != v.OFPort || old.MAC != v.MAC || old.Name != v.Name {
+		if wasPresent && old.UUID != "" && v.UUID != "" && old.UUID != v.UUID {
+			p.reAdded = true
+			p.upOnSrv = false
+		}
+		if !wasPresent && p.wired != wiredNone {
+			// Removed and back within one batch window (or across batches
+			// before the removal was reported): treat as a fresh plug.
+			p.reAdded = true
+			p.upOnSrv = false
+		}
+		p.needDetails = true
+		p.dirty = true
+		p.retryAt = time.Time{}
+		if p.seen.IsZero() {
+			p.seen = seen
+		}
+	}
+	if old.Tag != v.Tag && p.wired != wiredNone {
+		// Someone changed the tag under us: rewrite it.
+		p.tagOK = false
+		p.dirty = true
+	}
+}
+
+// onEvent applies one server-side event to the state.
+func (a *Agent) onEvent(ev Event) {
+	switch e := ev.(type) {
+	case PortChanged:
+		if p := a.ports[e.PortID]; p != nil && p.present {
+			p.needDetails = true
+			p.dirty = true
+			p.retryAt = time.Time{}
+		}
+	case PortDeleted:
+		if p := a.ports[e.PortID]; p != nil && p.present {
+			p.needDetails = true
+			p.dirty = true
+			p.retryAt = time.Time{}
+		}
+	case NetworkChanged:
+		for _, p := range a.ports {
+			if p.present && p.dev != nil && p.dev.NetworkID == e.NetworkID {
+				p.needDetails = true
+				p.dirty = true
+			}
+		}
+	case SecurityGroupChanged:
+		a.sgDirty = true
+	case FDBAdd:
+		a.fdbApply(e.Entries, true)
+	case FDBRemove:
+		a.fdbApply(e.Entries, false)
+	case FDBUpdate:
+		a.fdbChgIP(e)
+	case TunnelUpdate:
+		a.tunnelUpdate(e)
+	case TunnelDelete:
+		a.tunnelDelete(e)
+	case Resync:
+		if a.resync == "" {
+			a.resync = e.Reason
+		}
+	}
+}

@@ -1,0 +1,229 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/netip"
+	"slices"
+
+	"github.com/ovsagent/ovsagent/internal/pipeline"
+)
+
+// localNet finds the local mapping of an l2pop network entry (keyed by
+// network id and segment, like the reference).
+func (a *Agent) localNet(netID string, seg *int) (pipeline.NetKey, bool) {
+	for k := range a.ps.Networks {
+		if k.NetworkID != netID {
+			continue
+		}
+		if seg == nil || !k.HasSeg || int(k.SegID) == *seg {
+			return k, true
+		}
+	}
+	return pipeline.NetKey{}, false
+}
+
+func (a *Agent) ownIP(ip netip.Addr) bool {
+	own, err := netip.ParseAddr(a.opt.LocalIP)
+	return err == nil && own == ip
+}
+
+// fdbApply applies add_fdb_entries / remove_fdb_entries.
+func (a *Agent) fdbApply(entries FDBEntries, add bool) {
+	for netID, fn := range entries {
+		key, ok := a.localNet(netID, fn.SegmentID)
+		if !ok {
+			a.log.Debug("agent: l2pop entry for a network without local port; ignored", "network", netID)
+			continue
+		}
+		m := a.fdb[netID]
+		if m == nil {
+			m = map[netip.Addr]*pipeline.RemoteFDB{}
+			a.fdb[netID] = m
+			a.ps.Networks[key].FDB = m
+		}
+		for ipStr, pairs := range fn.Ports {
+			ip, err := netip.ParseAddr(ipStr)
+			if err != nil {
+				a.log.Warn("agent: l2pop entry with a bad agent IP; dropped", "network", netID, "ip", ipStr)
+				a.d.Metrics.IncMalformed("q-agent-notifier-l2population-update", "bad-agent-ip")
+				continue
+			}
+			if a.ownIP(ip) {
+				continue
+			}
+			r := m[ip]
+			if r == nil {
+				if !add {
+					continue
+				}
+				r = &pipeline.RemoteFDB{}
+				m[ip] = r
+			}
+			for _, pair := range pairs {
+				if pair[0] == floodMAC {
+					r.Flood = add
+					continue
+				}
+				e, ok := fdbEntry(pair)
+				if !ok {
+					a.d.Metrics.IncMalformed("q-agent-notifier-l2population-update", "bad-fdb-entry")
+					continue
+				}
+				r.Entries = fdbSet(r.Entries, e, add)
+			}
+			if !r.Flood && len(r.Entries) == 0 {
+				delete(m, ip)
+			}
+		}
+		a.dirtyOwner[pipeline.OwnerNetwork(key)] = true
+		if add {
+			delete(a.fdbAwait, netID)
+		}
+	}
+}
+
+func fdbEntry(pair [2]string) (pipeline.FDBEntry, bool) {
+	mac, err := net.ParseMAC(pair[0])
+	if err != nil {
+		return pipeline.FDBEntry{}, false
+	}
+	e := pipeline.FDBEntry{MAC: mac}
+	if pair[1] != "" {
+		ip, err := netip.ParseAddr(pair[1])
+		if err != nil {
+			return pipeline.FDBEntry{}, false
+		}
+		e.IP = ip
+	}
+	return e, true
+}
+
+func fdbSet(list []pipeline.FDBEntry, e pipeline.FDBEntry, add bool) []pipeline.FDBEntry {
+	i := slices.IndexFunc(list, func(x pipeline.FDBEntry) bool { return bytes.Equal(x.MAC, e.MAC) && x.IP == e.IP })
+	switch {
+	case add && i < 0:
+		return append(list, e)
+	case !add && i >= 0:
+		return slices.Delete(list, i, i+1)
+	}
+	return list
+}
+
+// fdbChgIP applies update_fdb_entries' chg_ip (ARP responder entries).
+func (a *Agent) fdbChgIP(u FDBUpdate) {
+	for netID, agents := range u.ChgIP {
+		m := a.fdb[netID]
+		if m == nil {
+			continue
+		}
+		for ipStr, chg := range agents {
+			ip, err := netip.ParseAddr(ipStr)
+			if err != nil || a.ownIP(ip) {
+				continue
+			}
+			r := m[ip]
+			if r == nil {
+				continue
+			}
+			for _, pair := range chg.Before {
+				if e, ok := fdbEntry(pair); ok {
+					r.Entries = fdbSet(r.Entries, e, false)
+				}
+			}
+			for _, pair := range chg.After {
+				if e, ok := fdbEntry(pair); ok {
+					r.Entries = fdbSet(r.Entries, e, true)
+				}
+			}
+		}
+		for k := range a.ps.Networks {
+			if k.NetworkID == netID {
+				a.dirtyOwner[pipeline.OwnerNetwork(k)] = true
+			}
+		}
+	}
+}
+
+func (a *Agent) tunnelTypeOK(typ string) bool {
+	return slices.Contains(a.opt.TunnelTypes, typ)
+}
+
+// tunnelUpdate handles tunnel_update (and tunnel_sync's reply): without
+// l2pop every endpoint gets a tunnel port.
+func (a *Agent) tunnelUpdate(e TunnelUpdate) {
+	ip, err := netip.ParseAddr(e.IP)
+	if err != nil {
+		a.d.Metrics.IncMalformed("q-agent-notifier-tunnel-update", "bad-ip")
+		return
+	}
+	if a.opt.L2Population || !a.tunnelTypeOK(e.Type) || a.ownIP(ip) {
+		return
+	}
+	a.endpoints[ip] = e.Type
+}
+
+func (a *Agent) tunnelDelete(e TunnelDelete) {
+	ip, err := netip.ParseAddr(e.IP)
+	if err != nil {
+		a.d.Metrics.IncMalformed("q-agent-notifier-tunnel-delete", "bad-ip")
+		return
+	}
+	delete(a.endpoints, ip)
+}
+
+// reconcileTunnels makes the tunnel ports on br-tun those the state needs:
+// with l2pop the remote agents of the local networks' FDB, without it every
+// known endpoint. Adopted ports nobody claims stay until the first sync.
+func (a *Agent) reconcileTunnels(ctx context.Context) {
+	if a.layout.Tunnel == "" {
+		return
+	}
+	want := map[netip.Addr]string{}
+	if a.opt.L2Population {
+		for k, n := range a.ps.Networks {
+			if !n.Type.IsTunnel() {
+				continue
+			}
+			for ip := range a.fdb[k.NetworkID] {
+				want[ip] = string(n.Type)
+			}
+		}
+	} else {
+		for ip, typ := range a.endpoints {
+			want[ip] = typ
+		}
+	}
+	for ip, typ := range want {
+		if tp, ok := a.tunnels[ip]; ok && tp.Type == typ {
+			continue
+		}
+		tp, err := a.d.Switch.EnsureTunnelPort(ctx, TunnelPort{Type: typ, RemoteIP: ip.String(), LocalIP: a.opt.LocalIP})
+		if err != nil || tp.OFPort <= 0 {
+			a.log.Warn("agent: tunnel port not created; retrying with the next batch", "remote_ip", ip, "type", typ, "err", err)
+			a.flowFails++
+			a.flowRetryAt = a.now().Add(a.backoff(a.flowFails))
+			a.dirtyOwner[pipeline.OwnerTunnel(ip)] = true
+			continue
+		}
+		a.tunnels[ip] = tp
+		a.ps.Tunnels[ip] = &pipeline.Tunnel{RemoteIP: ip, Type: pipeline.NetworkType(typ), Ofport: uint32(tp.OFPort)}
+		a.dirtyTunnel(ip, typ)
+	}
+	for ip, tp := range a.tunnels {
+		if _, ok := want[ip]; ok {
+			continue
+		}
+		if a.opt.L2Population && !a.swept {
+			continue // adopted: the FDB refresh may still claim it
+		}
+		if err := a.d.Switch.DeleteTunnelPort(ctx, tp); err != nil {
+			a.log.Warn("agent: deleting tunnel port failed", "port", tp.Name, "err", err)
+			continue
+		}
+		delete(a.tunnels, ip)
+		delete(a.ps.Tunnels, ip)
+		a.dirtyTunnel(ip, tp.Type)
+	}
+}
