@@ -251,7 +251,7 @@ func (c *Client) Bridge(ctx context.Context, name string) (BridgeInfo, error) {
 	}
 	bi := BridgeInfo{
 		Name: b.Name, UUID: b.UUID, DatapathType: b.DatapathType, DatapathID: deref(b.DatapathID),
-		OtherConfig: b.OtherConfig, ExternalIDs: b.ExternalIDs,
+		OtherConfig: cloneMap(b.OtherConfig), ExternalIDs: cloneMap(b.ExternalIDs),
 	}
 	if b.FailMode != nil {
 		bi.FailMode = string(*b.FailMode)

@@ -219,18 +219,15 @@ func (c *Client) vmPorts(ctx context.Context, bridge string) (map[string]VMPort,
 	out := map[string]VMPort{}
 	b := v.bridges[bridge]
 	if b == nil {
-		return out, true, nil
+		return out, v.complete, nil
 	}
-	complete := true
 	for _, u := range b.Ports {
 		p := v.ports[u]
 		if p == nil {
-			complete = false
 			continue
 		}
 		ifc := v.iface(p)
 		if ifc == nil {
-			complete = false
 			continue
 		}
 		ids := ifc.ExternalIDs
@@ -260,5 +257,5 @@ func (c *Client) vmPorts(ctx context.Context, bridge string) (map[string]VMPort,
 		}
 		out[p.Name] = vm
 	}
-	return out, complete, nil
+	return out, v.complete, nil
 }

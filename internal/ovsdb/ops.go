@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
+	"github.com/ovn-kubernetes/libovsdb/cache"
 	"github.com/ovn-kubernetes/libovsdb/client"
+	"github.com/ovn-kubernetes/libovsdb/model"
 	"github.com/ovn-kubernetes/libovsdb/ovsdb"
 
 	"github.com/ovsagent/ovsagent/internal/ovsdb/vswitchd"
@@ -115,12 +118,23 @@ type view struct {
 	portByName  map[string]*vswitchd.Port
 	portBridge  map[string]string // port uuid -> bridge name
 	controllers map[string]*vswitchd.Controller
+	root        *vswitchd.OpenvSwitch
+	// complete: every row referenced from the root down is cached.
+	complete bool
 }
 
 // readView reads the cache. With sync it first makes a round trip to the
 // server: updates are applied in the order they arrive, so changes other
 // clients committed before it (an operator's ovs-vsctl, nova) are then in the
 // cache and the diff that follows does not miss them.
+//
+// Rows are read shallow (libovsdb replaces cached models on update and never
+// mutates them), so the view is read-only and maps handed to callers are
+// cloned. Shallow reads bypass libovsdb's lock, so a read can overlap the
+// purge-and-refill of a reconnect; such a read is caught by the reference
+// chain Open_vSwitch -> Bridge -> Port -> Interface having holes, or by the
+// tables being replaced meanwhile, and is retried. A view that still has
+// holes after the retries (a row referenced but not cached) says so in complete.
 func (c *Client) readView(ctx context.Context, sync bool) (*view, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
@@ -129,47 +143,96 @@ func (c *Client) readView(ctx context.Context, sync bool) (*view, error) {
 			return nil, fmt.Errorf("ovsdb: echo: %w", err)
 		}
 	}
-	var brs []*vswitchd.Bridge
-	var ports []*vswitchd.Port
-	var ifaces []*vswitchd.Interface
-	var ctls []*vswitchd.Controller
-	if err := c.ovs.List(ctx, &brs); err != nil {
-		return nil, fmt.Errorf("ovsdb: list bridges: %w", err)
+	var v *view
+	for attempt := 0; ; attempt++ {
+		// Blocks while a reconnect (and its cache refill) is in progress.
+		_ = c.ovs.Connected()
+		v = c.readShallow()
+		if v.complete || attempt == 5 {
+			return v, nil
+		}
+		select {
+		case <-ctx.Done():
+			return v, nil
+		case <-time.After(time.Duration(attempt+1) * 10 * time.Millisecond):
+		}
 	}
-	if err := c.ovs.List(ctx, &ports); err != nil {
-		return nil, fmt.Errorf("ovsdb: list ports: %w", err)
+}
+
+func (c *Client) readShallow() *view {
+	tc := c.ovs.Cache()
+	tables := []string{"Open_vSwitch", "Bridge", "Port", "Interface", "Controller"}
+	before := make([]*cache.RowCache, len(tables))
+	for i, t := range tables {
+		before[i] = tc.Table(t)
 	}
-	if err := c.ovs.List(ctx, &ifaces); err != nil {
-		return nil, fmt.Errorf("ovsdb: list interfaces: %w", err)
-	}
-	if err := c.ovs.List(ctx, &ctls); err != nil {
-		return nil, fmt.Errorf("ovsdb: list controllers: %w", err)
+	rows := make([]map[string]model.Model, len(tables))
+	for i, rc := range before {
+		if rc != nil {
+			rows[i] = rc.RowsShallow()
+		}
 	}
 	v := &view{
-		bridges:     make(map[string]*vswitchd.Bridge, len(brs)),
-		ports:       make(map[string]*vswitchd.Port, len(ports)),
-		ifaces:      make(map[string]*vswitchd.Interface, len(ifaces)),
-		portByName:  make(map[string]*vswitchd.Port, len(ports)),
-		portBridge:  make(map[string]string, len(ports)),
-		controllers: make(map[string]*vswitchd.Controller, len(ctls)),
+		bridges:     make(map[string]*vswitchd.Bridge, len(rows[1])),
+		ports:       make(map[string]*vswitchd.Port, len(rows[2])),
+		ifaces:      make(map[string]*vswitchd.Interface, len(rows[3])),
+		portByName:  make(map[string]*vswitchd.Port, len(rows[2])),
+		portBridge:  make(map[string]string, len(rows[2])),
+		controllers: make(map[string]*vswitchd.Controller, len(rows[4])),
+		complete:    true,
 	}
-	for _, b := range brs {
+	for _, m := range rows[0] {
+		v.root, _ = m.(*vswitchd.OpenvSwitch)
+	}
+	brByUUID := map[string]bool{}
+	for _, m := range rows[1] {
+		b := m.(*vswitchd.Bridge)
 		v.bridges[b.Name] = b
+		brByUUID[b.UUID] = true
 		for _, p := range b.Ports {
 			v.portBridge[p] = b.Name
 		}
 	}
-	for _, p := range ports {
+	for _, m := range rows[2] {
+		p := m.(*vswitchd.Port)
 		v.ports[p.UUID] = p
 		v.portByName[p.Name] = p
 	}
-	for _, i := range ifaces {
+	for _, m := range rows[3] {
+		i := m.(*vswitchd.Interface)
 		v.ifaces[i.UUID] = i
 	}
-	for _, ct := range ctls {
+	for _, m := range rows[4] {
+		ct := m.(*vswitchd.Controller)
 		v.controllers[ct.UUID] = ct
 	}
-	return v, nil
+	if v.root == nil {
+		v.complete = false
+	} else {
+		for _, u := range v.root.Bridges {
+			if !brByUUID[u] {
+				v.complete = false
+			}
+		}
+	}
+	for pu := range v.portBridge {
+		p := v.ports[pu]
+		if p == nil {
+			v.complete = false
+			continue
+		}
+		for _, iu := range p.Interfaces {
+			if v.ifaces[iu] == nil {
+				v.complete = false
+			}
+		}
+	}
+	for i, t := range tables {
+		if tc.Table(t) != before[i] {
+			v.complete = false
+		}
+	}
+	return v
 }
 
 // iface returns the first Interface of p (agent ports have exactly one).

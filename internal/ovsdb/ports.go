@@ -258,7 +258,7 @@ func (c *Client) BridgePorts(ctx context.Context, bridge string) ([]PortInfo, er
 		if p == nil {
 			continue
 		}
-		pi := PortInfo{Name: p.Name, Bridge: bridge, Tag: NoTag, Trunks: p.Trunks, OtherConfig: p.OtherConfig}
+		pi := PortInfo{Name: p.Name, Bridge: bridge, Tag: NoTag, Trunks: slices.Clone(p.Trunks), OtherConfig: cloneMap(p.OtherConfig)}
 		if p.Tag != nil {
 			pi.Tag = *p.Tag
 		}
@@ -266,7 +266,7 @@ func (c *Client) BridgePorts(ctx context.Context, bridge string) ([]PortInfo, er
 			pi.VLANMode = string(*p.VLANMode)
 		}
 		if ifc := v.iface(p); ifc != nil {
-			pi.Type, pi.Options, pi.ExternalIDs = ifc.Type, ifc.Options, ifc.ExternalIDs
+			pi.Type, pi.Options, pi.ExternalIDs = ifc.Type, cloneMap(ifc.Options), cloneMap(ifc.ExternalIDs)
 			pi.Ofport = deref(ifc.Ofport)
 			pi.Error = deref(ifc.Error)
 		}
@@ -324,7 +324,7 @@ func (c *Client) SetPortBindings(ctx context.Context, bindings []PortBinding) (w
 	if err != nil {
 		return 0, nil, err
 	}
-	ops := make([]ovsdb.Operation, 0, 2*len(bindings))
+	ops := make([]ovsdb.Operation, 0, len(bindings))
 	for _, b := range bindings {
 		if b.Tag < 0 || b.Tag > DeadVLANTag {
 			return 0, nil, fmt.Errorf("ovsdb: set binding of %s: tag %d out of range", b.Name, b.Tag)
@@ -334,7 +334,7 @@ func (c *Client) SetPortBindings(ctx context.Context, bindings []PortBinding) (w
 			missing = append(missing, b.Name)
 			continue
 		}
-		where := byName(b.Name)
+		where := byUUID(p.UUID)
 		row := ovsdb.Row{}
 		live := b.Tag != DeadVLANTag
 		if p.Tag == nil || *p.Tag != b.Tag || (live && (p.VLANMode != nil || len(p.Trunks) > 0)) {
@@ -346,14 +346,13 @@ func (c *Client) SetPortBindings(ctx context.Context, bindings []PortBinding) (w
 				row["trunks"] = emptySet()
 			}
 		}
-		n := len(ops)
+		if merged, changed := mergedMap(p.OtherConfig, b.OtherConfig); changed {
+			// old ∪ new, written whole as the reference does; the cache was
+			// synced by readView, and nobody else writes these keys.
+			row["other_config"] = strMap(merged)
+		}
 		if len(row) > 0 {
 			ops = append(ops, updateOp("Port", where, row))
-		}
-		if m := mergeMutations("other_config", p.OtherConfig, b.OtherConfig); m != nil {
-			ops = append(ops, mutateOp("Port", where, m...))
-		}
-		if len(ops) > n {
 			written++
 		}
 	}
@@ -361,6 +360,24 @@ func (c *Client) SetPortBindings(ctx context.Context, bindings []PortBinding) (w
 		return 0, missing, err
 	}
 	return written, missing, nil
+}
+
+// mergedMap returns cur with want's pairs set, and whether that differs from cur.
+func mergedMap(cur, want map[string]string) (map[string]string, bool) {
+	changed := false
+	for k, v := range want {
+		if old, ok := cur[k]; !ok || old != v {
+			changed = true
+			break
+		}
+	}
+	if !changed {
+		return cur, false
+	}
+	out := make(map[string]string, len(cur)+len(want))
+	maps.Copy(out, cur)
+	maps.Copy(out, want)
+	return out, true
 }
 
 // cloneMap is used where callers receive maps they may modify.

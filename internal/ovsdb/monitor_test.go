@@ -1,0 +1,228 @@
+package ovsdb
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ovsagent/ovsagent/internal/testing/ovstest"
+)
+
+// eventLog reads a monitor's batches in order.
+type eventLog struct {
+	t   testing.TB
+	m   *PortMonitor
+	all []PortEvent
+}
+
+// until reads events until one matches want, returning everything read up to
+// and including it. The deadline only guards against a hang.
+func (l *eventLog) until(want func(PortEvent) bool) []PortEvent {
+	l.t.Helper()
+	var got []PortEvent
+	timeout := time.After(15 * time.Second)
+	for {
+		select {
+		case batch, ok := <-l.m.Events():
+			if !ok {
+				l.t.Fatalf("events closed; got %v", got)
+			}
+			for _, e := range batch {
+				got = append(got, e)
+				l.all = append(l.all, e)
+			}
+			for _, e := range batch {
+				if want(e) {
+					return got
+				}
+			}
+		case <-timeout:
+			l.t.Fatalf("event not seen in 15s; got %v", describe(got))
+		}
+	}
+}
+
+func is(typ PortEventType, name string) func(PortEvent) bool {
+	return func(e PortEvent) bool { return e.Type == typ && e.Port.Name == name }
+}
+
+func describe(evs []PortEvent) string {
+	var s []string
+	for _, e := range evs {
+		s = append(s, fmt.Sprintf("%s %s ofport=%d tag=%d", e.Type, e.Port.Name, e.Port.Ofport, e.Port.Tag))
+	}
+	return "[" + strings.Join(s, "; ") + "]"
+}
+
+// addVM plugs a VM port the way os-vif does (internal type: the netdev
+// datapath then creates the device itself).
+func addVM(t testing.TB, o *ovstest.OVS, br, name, id string, extra ...string) {
+	t.Helper()
+	args := []string{"add-port", br, name, "--", "set", "Interface", name, "type=internal",
+		"external_ids:iface-id=" + id, "external_ids:attached-mac=fa:16:3e:00:00:01",
+		"external_ids:vm-uuid=vm-" + id}
+	vsctl(t, o, append(args, extra...)...)
+}
+
+func TestPortMonitorLifecycle(t *testing.T) {
+	o := ovstest.Start(t)
+	c := dial(t, o)
+	ctx := testCtx(t)
+	p := uniq(t)
+	br := p + "-int"
+	other := p + "-tun"
+	if _, err := c.EnsureBridges(ctx, BridgeSpec{Name: br, DatapathType: DatapathNetdev},
+		BridgeSpec{Name: other, DatapathType: DatapathNetdev}); err != nil {
+		t.Fatal(err)
+	}
+	pre := "t" + p[3:] + "a" // tap names unique per test
+	addVM(t, o, br, pre, "id-pre")
+
+	m := c.WatchPorts(ctx, br)
+	defer m.Stop()
+	l := &eventLog{t: t, m: m}
+	got := l.until(is(PortAdded, pre))
+	if len(got) != 1 || got[0].Port.Ofport <= 0 || got[0].Port.IfaceID != "id-pre" ||
+		got[0].Port.VMUUID != "vm-id-pre" || got[0].Port.AttachedMAC != "fa:16:3e:00:00:01" || got[0].Port.Tag != NoTag {
+		t.Fatalf("initial: %+v", got)
+	}
+
+	// Not VM ports: a port without attached-mac, a port on another bridge, a
+	// port whose device cannot be opened (ofport -1).
+	vsctl(t, o, "add-port", br, "t"+p[3:]+"n", "--", "set", "Interface", "t"+p[3:]+"n", "type=internal",
+		"external_ids:iface-id=no-mac")
+	addVM(t, o, other, "t"+p[3:]+"o", "id-other")
+	failed := "t" + p[3:] + "f"
+	vsctl(t, o, "add-port", br, failed, "--", "set", "Interface", failed,
+		"external_ids:iface-id=id-failed", "external_ids:attached-mac=fa:16:3e:00:00:02")
+	if got := vsctl(t, o, "get", "Interface", failed, "ofport"); got != "-1" {
+		t.Fatalf("failed port ofport %q", got)
+	}
+
+	// Add: the ofport comes in a later update than the row; Added carries it.
+	vm := "t" + p[3:] + "b"
+	addVM(t, o, br, vm, "id-b")
+	got = l.until(is(PortAdded, vm))
+	if len(got) != 1 || got[0].Port.Ofport <= 0 {
+		t.Fatalf("add: %s", describe(got))
+	}
+	ofport := got[0].Port.Ofport
+
+	// Update: nova marks it active; the agent binds it.
+	vsctl(t, o, "set", "Interface", vm, "external_ids:iface-status=active")
+	got = l.until(is(PortUpdated, vm))
+	if len(got) != 1 || got[0].Port.IfaceStatus != "active" || got[0].Old.IfaceStatus != "" || got[0].Port.Ofport != ofport {
+		t.Fatalf("update: %+v", got)
+	}
+	seg := 892
+	if _, _, err := c.SetPortBindings(ctx, []PortBinding{{Name: vm, Tag: 3,
+		OtherConfig: BindingOtherConfig("net", "vxlan", "", &seg, 3)}}); err != nil {
+		t.Fatal(err)
+	}
+	got = l.until(is(PortUpdated, vm))
+	if len(got) != 1 || got[0].Port.Tag != 3 || got[0].Port.OtherConfig["segmentation_id"] != "892" {
+		t.Fatalf("bind: %+v", got)
+	}
+
+	// Snapshot: both VM ports, nothing else.
+	snap, err := m.Snapshot(ctx)
+	if err != nil || len(snap) != 2 || snap[0].Name != pre || snap[1].Name != vm {
+		t.Fatalf("snapshot %+v %v", snap, err)
+	}
+
+	// Remove.
+	vsctl(t, o, "del-port", br, vm)
+	got = l.until(is(PortRemoved, vm))
+	if len(got) != 1 || got[0].Port.Ofport != ofport {
+		t.Fatalf("remove: %s", describe(got))
+	}
+	for _, e := range l.all {
+		if strings.HasSuffix(e.Port.Name, "n") || strings.HasSuffix(e.Port.Name, "o") || e.Port.Name == failed {
+			t.Errorf("event for a non-VM port: %s", describe([]PortEvent{e}))
+		}
+	}
+	t.Logf("%d scans for %d events", m.Scans(), len(l.all))
+}
+
+// After an ovsdb-server restart libovsdb replays every row as added: the
+// monitor must stay silent for unchanged ports and report the ones deleted
+// while the connection was down.
+func TestPortMonitorOvsdbRestart(t *testing.T) {
+	o := ovstest.Start(t)
+	c := dial(t, o)
+	ctx := testCtx(t)
+	p := uniq(t)
+	br := p + "-int"
+	if _, err := c.EnsureBridges(ctx, BridgeSpec{Name: br, DatapathType: DatapathNetdev}); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"t" + p[3:] + "a", "t" + p[3:] + "b", "t" + p[3:] + "c"}
+	for i, n := range names {
+		addVM(t, o, br, n, fmt.Sprint("id-", i))
+	}
+	reconnected := make(chan struct{}, 1)
+	c.OnReconnect(func() { reconnected <- struct{}{} })
+	m := c.WatchPorts(ctx, br)
+	defer m.Stop()
+	l := &eventLog{t: t, m: m}
+	seen := map[string]bool{}
+	l.until(func(e PortEvent) bool { seen[e.Port.Name] = true; return len(seen) == 3 })
+
+	gone := vsctl(t, o, "get", "Port", names[1], "_uuid")
+	if err := o.StopOvsdbServer(); err != nil {
+		t.Fatal(err)
+	}
+	// While the server is down, the database loses port b (offline edit).
+	txn := fmt.Sprintf(`["Open_vSwitch",{"op":"mutate","table":"Bridge","where":[["name","==","%s"]],`+
+		`"mutations":[["ports","delete",["uuid","%s"]]]}]`, br, gone)
+	if out, err := execOut("ovsdb-tool", "transact", filepath.Join(o.Dir, "conf.db"), txn); err != nil {
+		t.Fatalf("ovsdb-tool transact: %v: %s", err, out)
+	}
+	if err := o.StartOvsdbServer(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-reconnected:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no reconnect in 20s")
+	}
+	// A marker port added after the reconnect: everything before its Added is
+	// what the reconnect produced.
+	marker := "t" + p[3:] + "m"
+	addVM(t, o, br, marker, "id-marker")
+	got := l.until(is(PortAdded, marker))
+	if len(got) != 2 || got[0].Type != PortRemoved || got[0].Port.Name != names[1] {
+		t.Fatalf("after restart: %s; want [removed %s; added %s]", describe(got), names[1], marker)
+	}
+	if c.Reconnects() != 1 {
+		t.Errorf("reconnects %d", c.Reconnects())
+	}
+	// Writes work on the new connection.
+	if _, _, err := c.SetPortBindings(ctx, []PortBinding{{Name: marker, Tag: 9}}); err != nil {
+		t.Fatal(err)
+	}
+	got = l.until(is(PortUpdated, marker))
+	if len(got) != 1 || got[0].Port.Tag != 9 {
+		t.Fatalf("bind after restart: %s", describe(got))
+	}
+}
+
+func TestWatchStops(t *testing.T) {
+	o := ovstest.Start(t)
+	c := dial(t, o)
+	ctx, cancel := context.WithCancel(context.Background())
+	m := c.WatchPorts(ctx, "absent-br")
+	cancel()
+	for range m.Events() {
+	}
+	m.Stop()
+}
+
+func execOut(bin string, args ...string) (string, error) {
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	return string(out), err
+}
