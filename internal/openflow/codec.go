@@ -141,7 +141,9 @@ func AppendFlowMod(b []byte, xid uint32, fm *FlowMod) ([]byte, error) {
 	b = be16(b, f.Flags)
 	b = pad(b, 2)
 	var err error
-	if b, err = appendMatch(b, f.Match); err != nil {
+	if f.rawMatch != nil {
+		b = append(b, f.rawMatch...)
+	} else if b, err = appendMatch(b, f.Match); err != nil {
 		return nil, err
 	}
 	if fm.Command != CmdDelete && fm.Command != CmdDeleteStrict {

@@ -77,6 +77,7 @@ type call struct {
 	errs    []*Error
 	done    chan struct{}
 	fin     bool
+	aborted bool // the session died before the call completed
 }
 
 // Dial connects to the unix socket at path (e.g. /var/run/openvswitch/br-int.mgmt)
@@ -286,13 +287,13 @@ func (s *session) fail(err error) {
 		s.err = err
 		for _, cl := range s.calls {
 			if !cl.fin {
-				cl.fin = true
+				cl.fin, cl.aborted = true, true
 				close(cl.done)
 			}
 		}
 		for _, cl := range s.ranges {
 			if !cl.fin {
-				cl.fin = true
+				cl.fin, cl.aborted = true, true
 				close(cl.done)
 			}
 		}
@@ -454,9 +455,9 @@ func (s *session) wait(ctx context.Context, cl *call) error {
 		return ctx.Err()
 	}
 	s.mu.Lock()
-	err := s.err
+	err, aborted := s.err, cl.aborted
 	s.mu.Unlock()
-	if err != nil && len(cl.replies) == 0 && len(cl.errs) == 0 {
+	if aborted {
 		return fmt.Errorf("%w: %v", ErrNotConnected, err)
 	}
 	return nil
@@ -571,6 +572,8 @@ func (c *Conn) Bundle(ctx context.Context, mods []FlowMod) error {
 		return fmt.Errorf("%w: %v", ErrNotConnected, werr)
 	}
 	if err := s.wait(ctx, stage1); err != nil {
+		// best effort: do not leave the bundle open on the switch
+		_ = s.send(AppendBundleControl(nil, hi, bid, bundleDiscardReq, flags))
 		return err
 	}
 	stage2, err := s.register(lo, hi, hi)

@@ -129,6 +129,12 @@ func decodeFlowStats(p []byte) (Flow, error) {
 		return f, err
 	}
 	f.Match = m
+	for _, mf := range m {
+		if mf.Field == fieldUnknown {
+			f.rawMatch = append([]byte(nil), p[48:48+n]...)
+			break
+		}
+	}
 	acts, err := decodeInstructions(p[48+n:])
 	if err != nil {
 		return f, err

@@ -26,6 +26,10 @@ type Flow struct {
 	Flags       uint16 // OFPFF_* (FlagResetCounts, ...); the reference firewall sets reset_counts on its base flows
 	Match       Match
 	Actions     []Action
+
+	// rawMatch keeps the wire match of a decoded flow that has fields the
+	// codec does not model, so that it can still be deleted exactly.
+	rawMatch []byte
 }
 
 // Match is the set of fields a flow matches on. The order fields are given in

@@ -142,7 +142,7 @@ func (r *Reconciler) Apply(ctx context.Context, changes map[string][]Flow) error
 		if _, done := newInstalled[k]; done {
 			return
 		}
-		mods = append(mods, FlowMod{Command: CmdDeleteStrict, Flow: Flow{Table: have.flow.Table, Priority: have.flow.Priority, Match: have.flow.Match}})
+		mods = append(mods, FlowMod{Command: CmdDeleteStrict, Flow: Flow{Table: have.flow.Table, Priority: have.flow.Priority, Match: have.flow.Match, rawMatch: have.flow.rawMatch}})
 		newInstalled[k] = nil
 	}
 

@@ -123,6 +123,10 @@ func TestAdoptSwapsCookieAtomically(t *testing.T) {
 	if _, err := o.Ofctl("add-flow", br, "cookie=0x4242,table=5,priority=7,actions=drop"); err != nil {
 		t.Fatal(err)
 	}
+	// a foreign flow with a match field and actions the codec does not model
+	if _, err := o.Ofctl("add-flow", br, "table=7,priority=1,tcp,tcp_flags=+syn,actions=clone(output:1),mod_nw_ttl:3"); err != nil {
+		t.Fatal(err)
+	}
 	// the new round wants the same, minus one owner, plus a changed flow
 	delete(all, "port:Ba")
 	for k := range all {
@@ -138,8 +142,8 @@ func TestAdoptSwapsCookieAtomically(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmds := countCmds(sw.last)
-	if cmds[CmdAdd] != 49*20 || cmds[CmdDeleteStrict] != 21 || cmds[CmdModifyStrict] != 0 {
-		t.Fatalf("bundle commands %v, want 980 add (in-place replace), 21 delete", cmds)
+	if cmds[CmdAdd] != 49*20 || cmds[CmdDeleteStrict] != 22 || cmds[CmdModifyStrict] != 0 {
+		t.Fatalf("bundle commands %v, want 980 add (in-place replace), 22 delete", cmds)
 	}
 	for _, m := range sw.last {
 		if m.Command == CmdDeleteStrict && m.Flow.Table == 60 && !strings.Contains(m.Flow.Match.String(), "in_port=1,") && m.Flow.Match.String() != "in_port=1" {
