@@ -6,7 +6,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,6 +77,10 @@ type AgentConfig struct {
 	L2Population   *bool  // true
 	MetricsListen  string // a free 127.0.0.1 port; "off" disables
 	Debug          bool
+	// NetNS runs the agent inside this network namespace (twohost: hv1, hv2),
+	// Env adds environment variables (e.g. OVS_RUNDIR=/tmp/twohost/hv1).
+	NetNS string
+	Env   []string
 	// Set adds or overrides options: section -> key -> value.
 	Set map[string]map[string]string
 }
@@ -216,6 +222,35 @@ func (a *Agent) CheckConfig(ctx context.Context) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
+// Metric fetches /metrics and returns the value of the first sample whose
+// name (with labels, if given: `ovsagent_flows{bridge="br-int"`) starts the line.
+func (a *Agent) Metric(ctx context.Context, prefix string) (float64, error) {
+	u := a.MetricsURL()
+	if u == "" {
+		return 0, fmt.Errorf("metrics are off")
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, prefix+" ") || strings.HasPrefix(l, prefix+"{") || (strings.Contains(prefix, "{") && strings.HasPrefix(l, prefix)) {
+			f := strings.Fields(l)
+			return strconv.ParseFloat(f[len(f)-1], 64)
+		}
+	}
+	return 0, fmt.Errorf("metric %s not found", prefix)
+}
+
 // MetricsURL is http://<metrics_listen>/metrics ("" when off).
 func (a *Agent) MetricsURL() string {
 	if a.Config.MetricsListen == "off" {
@@ -236,7 +271,12 @@ func (a *Agent) Start() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(a.Bin, append(a.args(), "--log-file", a.LogPath)...)
+	argv := append([]string{a.Bin}, append(a.args(), "--log-file", a.LogPath)...)
+	if a.Config.NetNS != "" {
+		argv = append([]string{"ip", "netns", "exec", a.Config.NetNS}, argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), a.Config.Env...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -360,6 +400,38 @@ func (a *Agent) LogTail(n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// StartAgentAlive starts the agent and waits until neutron shows it alive
+// with a new started_at (the first report_state of this run carries
+// start_flag); it returns the time from start to that point.
+func (e *Env) StartAgentAlive(cfg AgentConfig, timeout time.Duration) (*Agent, time.Duration) {
+	e.T.Helper()
+	host := cfg.Host
+	if host == "" {
+		host = "hv1"
+	}
+	before := ""
+	if ai, err := e.Neutron.OVSAgent(e.Ctx, host); err == nil && ai != nil {
+		before = ai.StartedAt
+	}
+	start := time.Now()
+	a := e.StartAgent(cfg)
+	ctx, cancel := context.WithTimeout(e.Ctx, timeout)
+	defer cancel()
+	for {
+		ai, err := e.Neutron.OVSAgent(ctx, host)
+		if err == nil && ai != nil && ai.Alive && ai.StartedAt != before {
+			return a, time.Since(start)
+		}
+		select {
+		case <-a.Exited():
+			e.T.Fatalf("agent exited before it was alive: %v\n%s", a.ExitErr(), a.LogTail(40))
+		case <-ctx.Done():
+			e.T.Fatalf("agent %s not alive with a new started_at within %s\n%s", host, timeout, a.LogTail(40))
+		case <-time.After(pollEvery):
+		}
+	}
 }
 
 // StartAgent creates, starts and registers the cleanup of an agent: on
