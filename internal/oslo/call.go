@@ -231,16 +231,17 @@ func (t *Transport) declareReply(sess *session) error {
 	if err != nil {
 		return fmt.Errorf("consume %s: %w", t.replyQ, err)
 	}
-	sess.replyConsumer = true
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
+	if !t.spawn(func() {
 		for d := range dels {
 			_ = d.Ack(false)
 			t.handleReply(d.Body)
 		}
 		t.consumerGone(sess, t.replyQ)
-	}()
+	}) {
+		_ = ch.Close()
+		return ErrClosed
+	}
+	sess.replyConsumer = true
 	return nil
 }
 

@@ -121,6 +121,12 @@ func (s *server) declare(sess *session) error {
 	if err != nil {
 		return err
 	}
+	ok := false
+	defer func() {
+		if !ok && ch != nil {
+			_ = ch.Close() // stops any consumer already started on it
+		}
+	}()
 	open := sess.conn.Channel
 	if ch, err = declareExchange(open, ch, t.controlExchange()); err != nil {
 		return fmt.Errorf("declare exchange %s: %w", t.cfg.ControlExchange, err)
@@ -158,15 +164,17 @@ func (s *server) declare(sess *session) error {
 		if err != nil {
 			return fmt.Errorf("consume %s: %w", q.name, err)
 		}
-		t.wg.Add(1)
-		go s.consume(sess, q.name, dels)
+		name := q.name
+		if !t.spawn(func() { s.consume(sess, name, dels) }) {
+			return ErrClosed
+		}
 	}
 	s.gen = sess.gen
+	ok = true
 	return nil
 }
 
 func (s *server) consume(sess *session, queue string, dels <-chan amqp.Delivery) {
-	defer s.t.wg.Done()
 	for d := range dels {
 		// At-most-once, as oslo's RPC server: ack first, then dispatch.
 		_ = d.Ack(false)
@@ -206,11 +214,7 @@ func (s *server) handle(queue string, body []byte) {
 		t.log.Error("oslo: encode reply", "method", in.Method, "err", err)
 		return
 	}
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		t.sendReply(in.ReplyQ, out)
-	}()
+	t.spawn(func() { t.sendReply(in.ReplyQ, out) })
 }
 
 // dispatch applies oslo's rules: endpoints whose namespace matches and whose version is

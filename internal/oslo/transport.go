@@ -250,7 +250,7 @@ func (t *Transport) run(first chan<- error) {
 	hadSession := false
 	for t.ctx.Err() == nil {
 		sess, err := t.connect(attempt)
-		if first != nil {
+		if err != nil && first != nil {
 			first <- err
 			first = nil
 		}
@@ -281,6 +281,10 @@ func (t *Transport) run(first chan<- error) {
 				}
 			}
 			hadSession = true
+		}
+		if first != nil {
+			first <- nil
+			first = nil
 		}
 		select {
 		case e := <-closed:
@@ -409,6 +413,22 @@ func (t *Transport) drop(topic, queue, reason string, err error, size int) {
 	t.mu.Unlock()
 	t.obs.Dropped(topic, reason)
 	t.log.Warn("oslo: dropping message", "topic", topic, "queue", queue, "reason", reason, "bytes", size, "err", err)
+}
+
+// spawn runs f in a goroutine Close waits for; it refuses once Close has started, so no
+// WaitGroup.Add can race with Close's Wait.
+func (t *Transport) spawn(f func()) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		f()
+	}()
+	return true
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
