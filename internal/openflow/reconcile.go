@@ -19,11 +19,13 @@ type Switch interface {
 // atomic bundle; a rejected bundle leaves both the bridge and the cache as
 // they were, so the caller can simply retry.
 //
-// Every flow is installed with the reconciler's cookie (its "round"). After
-// Adopt, the first Apply also removes every flow of the bridge that is not
-// desired or not ours, in the same bundle: a restarted agent adopts the
-// dataplane without a gap, because a flow it still wants is replaced in
-// place (ADD of the same table/priority/match), never deleted and re-added.
+// Every flow is installed with the reconciler's cookie (its "round").
+// Restart without a gap: Adopt reads what the bridge holds (an earlier
+// round's flows keep forwarding); Apply installs owners as they are computed,
+// replacing a still-wanted flow in place (ADD of the same
+// table/priority/match re-cookies it), never deleting and re-adding it; once
+// the agent is in sync, ApplyAndSweep also deletes, in the same bundle,
+// every flow no owner desires (stale rounds, foreign flows).
 type Reconciler struct {
 	sw     Switch
 	cookie uint64
@@ -32,7 +34,7 @@ type Reconciler struct {
 	desired   map[string]map[string]*entry // owner -> key -> entry
 	owner     map[string]string            // key -> owner that desires it
 	installed map[string]*entry            // key -> what the bridge holds
-	sweep     bool                         // next Apply deletes undesired flows
+	reassert  bool                         // installed was (re)read: re-send unchanged owners' flows that differ
 }
 
 type entry struct {
@@ -55,8 +57,9 @@ func NewReconciler(sw Switch, cookie uint64) *Reconciler {
 func (r *Reconciler) Cookie() uint64 { return r.cookie }
 
 // Adopt reads every flow the bridge holds (ours, an earlier round's, a
-// foreign agent's) as the installed state. The next Apply must describe the
-// complete desired state: whatever it does not desire is deleted by it.
+// foreign agent's) as the installed state. Nothing is deleted until
+// ApplyAndSweep; desired flows (if any) that the bridge lacks or holds
+// differently are re-sent by the next Apply.
 func (r *Reconciler) Adopt(ctx context.Context) error {
 	flows, err := r.sw.DumpFlows(ctx, TableAll, 0, 0)
 	if err != nil {
@@ -69,7 +72,7 @@ func (r *Reconciler) Adopt(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	r.installed = inst
-	r.sweep = true
+	r.reassert = true
 	r.mu.Unlock()
 	return nil
 }
@@ -80,14 +83,36 @@ func (r *Reconciler) Resync(ctx context.Context) error {
 	if err := r.Adopt(ctx); err != nil {
 		return err
 	}
-	return r.Apply(ctx, nil)
+	return r.ApplyAndSweep(ctx, nil)
 }
 
-// Apply replaces the desired flows of each owner in changes (an empty or nil
+// Reset forgets what is installed (ovs-vswitchd restarted with empty
+// tables); the next Apply re-installs every desired flow, changed or not.
+func (r *Reconciler) Reset() {
+	r.mu.Lock()
+	r.installed = map[string]*entry{}
+	r.reassert = true
+	r.mu.Unlock()
+}
+
+// Apply replaces the desired flows of each owner in changes and makes the
+// bridge match, in one bundle, without touching flows nobody desires.
+func (r *Reconciler) Apply(ctx context.Context, changes map[string][]Flow) error {
+	return r.apply(ctx, changes, false)
+}
+
+// ApplyAndSweep is Apply plus, in the same bundle, the deletion of every
+// flow of the bridge that no owner desires: an earlier round's leftovers,
+// foreign flows (after Adopt). Call it when the desired state is complete.
+func (r *Reconciler) ApplyAndSweep(ctx context.Context, changes map[string][]Flow) error {
+	return r.apply(ctx, changes, true)
+}
+
+// apply replaces the desired flows of each owner in changes (an empty or nil
 // list removes the owner) and makes the bridge match in one bundle. Owners
 // not in changes are untouched. Flow cookies are overwritten with the
 // reconciler's cookie.
-func (r *Reconciler) Apply(ctx context.Context, changes map[string][]Flow) error {
+func (r *Reconciler) apply(ctx context.Context, changes map[string][]Flow, sweep bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 
@@ -168,9 +193,8 @@ func (r *Reconciler) Apply(ctx context.Context, changes map[string][]Flow) error
 			del(k)
 		}
 	}
-	if r.sweep {
-		// re-assert unchanged owners' flows against what the bridge really
-		// holds, and delete everything nobody desires (strays, old rounds)
+	if r.reassert {
+		// re-assert unchanged owners' flows against what the bridge really holds
 		for _, o := range sortedKeys(r.desired) {
 			if _, changed := changes[o]; changed {
 				continue
@@ -183,6 +207,8 @@ func (r *Reconciler) Apply(ctx context.Context, changes map[string][]Flow) error
 				}
 			}
 		}
+	}
+	if sweep {
 		for _, k := range sortedKeys(r.installed) {
 			if !stillDesired(k) {
 				del(k)
@@ -217,7 +243,7 @@ func (r *Reconciler) Apply(ctx context.Context, changes map[string][]Flow) error
 			r.owner[k] = o
 		}
 	}
-	r.sweep = false
+	r.reassert = false
 	return nil
 }
 

@@ -2,8 +2,10 @@ package openflow
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // recordingSwitch passes everything to a real connection and keeps the last
@@ -138,7 +140,8 @@ func TestAdoptSwapsCookieAtomically(t *testing.T) {
 	if err := nw.Adopt(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := nw.Apply(ctx, all); err != nil {
+	// in-sync with the new round: apply everything and sweep in one bundle
+	if err := nw.ApplyAndSweep(ctx, all); err != nil {
 		t.Fatal(err)
 	}
 	cmds := countCmds(sw.last)
@@ -168,5 +171,67 @@ func TestAdoptSwapsCookieAtomically(t *testing.T) {
 	}
 	if len(sw.last) != 0 {
 		t.Fatalf("idempotent apply sent %d mods", len(sw.last))
+	}
+}
+
+// TestAdoptThenSweepLater: until the agent is in sync, stale flows keep
+// forwarding; the sweep removes them in the bundle that completes the state.
+func TestAdoptThenSweepLater(t *testing.T) {
+	o, br, c := testBridge(t, Options{})
+	ctx := context.Background()
+	old := NewReconciler(c, 0xaaaa)
+	if err := old.Apply(ctx, map[string][]Flow{"port:1": portFlows(1, 3), "port:2": portFlows(2, 3)}); err != nil {
+		t.Fatal(err)
+	}
+	nw := NewReconciler(c, 0xbbbb)
+	if err := nw.Adopt(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := nw.Apply(ctx, map[string][]Flow{"port:1": portFlows(1, 3)}); err != nil {
+		t.Fatal(err)
+	}
+	dump := strings.Join(ofctlDump(t, o, br), "\n")
+	if strings.Count(dump, "cookie=0xaaaa") != 3 || strings.Count(dump, "cookie=0xbbbb") != 3 {
+		t.Fatalf("before sweep:\n%s", dump)
+	}
+	if err := nw.ApplyAndSweep(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	dump = strings.Join(ofctlDump(t, o, br), "\n")
+	if strings.Contains(dump, "cookie=0xaaaa") || strings.Count(dump, "cookie=0xbbbb") != 3 {
+		t.Fatalf("after sweep:\n%s", dump)
+	}
+}
+
+// TestResetAfterVswitchdRestart: the switch lost its flows; Reset + Apply
+// re-installs every desired flow, including owners the Apply does not name.
+func TestResetAfterVswitchdRestart(t *testing.T) {
+	re := make(chan struct{}, 4)
+	o, br, c := testBridge(t, Options{OnReconnect: func() { re <- struct{}{} }, MaxBackoff: 200 * time.Millisecond})
+	ctx := context.Background()
+	r := NewReconciler(c, 0x5)
+	if err := r.Apply(ctx, map[string][]Flow{"port:1": portFlows(1, 3), "port:2": portFlows(2, 3)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.StopVswitchd(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Apply(ctx, map[string][]Flow{"port:3": portFlows(3, 1)}); !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("apply while down: %v", err)
+	}
+	if err := o.StartVswitchd(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-re:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no reconnect")
+	}
+	r.Reset()
+	if err := r.Apply(ctx, map[string][]Flow{"port:3": portFlows(3, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(ofctlDump(t, o, br)); n != 7 {
+		t.Fatalf("%d flows after restart, want 7", n)
 	}
 }
