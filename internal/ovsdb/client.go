@@ -98,11 +98,11 @@ func Dial(ctx context.Context, conn string, opts Options) (*Client, error) {
 		log:        opts.Logger.With("component", "ovsdb"),
 		cfgChanged: make(chan struct{}),
 	}
+	if err := connectRetry(ctx, ovs, conn, opts.Timeout, c.log); err != nil {
+		return nil, err
+	}
 	cctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	if err := ovs.Connect(cctx); err != nil {
-		return nil, fmt.Errorf("ovsdb: connect %s: %w", conn, err)
-	}
 	// The cache exists once connected; register before the monitor fills it.
 	ovs.Cache().AddEventHandler(&cache.EventHandlerFuncs{
 		AddFunc:    func(table string, m model.Model) { c.onRow(table, m, true) },
@@ -125,6 +125,33 @@ func Dial(ctx context.Context, conn string, opts Options) (*Client, error) {
 	c.runDir = resolveRunDir(opts.RunDir, conn, roots[0].ExternalIDs)
 	c.log.Debug("connected", "conn", conn, "rundir", c.runDir, "ovs_version", deref(roots[0].OVSVersion))
 	return c, nil
+}
+
+// connectRetry makes the first connection, retrying with backoff until ctx
+// ends: the agent may start before ovsdb-server (reconnects after that are
+// libovsdb's).
+func connectRetry(ctx context.Context, ovs client.Client, conn string, timeout time.Duration, log *slog.Logger) error {
+	wait := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, timeout)
+		err := ovs.Connect(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("ovsdb: connect %s (%d attempts): %w", conn, attempt, err)
+		}
+		if attempt == 1 || attempt%10 == 0 {
+			log.Warn("ovsdb-server not reachable, retrying", "conn", conn, "attempt", attempt, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("ovsdb: connect %s (%d attempts): %w", conn, attempt, err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
 // monitorRequest names only the columns the agent reads: Interface statistics

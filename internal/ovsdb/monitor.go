@@ -45,16 +45,22 @@ type VMPort struct {
 	Tag         int               // Port tag or NoTag
 	OtherConfig map[string]string // Port other_config
 	ExternalIDs map[string]string // Interface external_ids, all keys
+	// IfaceUUID identifies the Interface row: a port deleted and plugged again
+	// under the same name (ofport reused) has a new one.
+	IfaceUUID string
 }
 
 func (p VMPort) equal(q VMPort) bool {
-	return p.Name == q.Name && p.IfaceID == q.IfaceID && p.AttachedMAC == q.AttachedMAC &&
+	return p.Name == q.Name && p.IfaceUUID == q.IfaceUUID && p.IfaceID == q.IfaceID && p.AttachedMAC == q.AttachedMAC &&
 		p.IfaceStatus == q.IfaceStatus && p.VMUUID == q.VMUUID && p.Ofport == q.Ofport &&
 		p.Tag == q.Tag && mapsEqual(p.OtherConfig, q.OtherConfig) && mapsEqual(p.ExternalIDs, q.ExternalIDs)
 }
 
 // PortEvent is one change. For PortUpdated, Old is the previous state; for
-// PortRemoved, Port is the last state seen.
+// PortRemoved, Port is the last state seen. A port that was deleted and
+// plugged again between two scans (new Interface row, same name) comes as
+// PortRemoved then PortAdded in one batch, like the reference's "re_added"
+// (report it down, then up, so nova gets a fresh vif-plugged event).
 type PortEvent struct {
 	Type PortEventType
 	Port VMPort
@@ -73,6 +79,9 @@ type PortMonitor struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	synced     chan struct{} // closed once the first scan's batch is delivered
+	syncedOnce sync.Once
+
 	mu      sync.Mutex
 	emitted map[string]VMPort
 	scans   int
@@ -90,6 +99,7 @@ func (c *Client) WatchPorts(ctx context.Context, bridge string) *PortMonitor {
 		wake:    make(chan struct{}, 1),
 		cancel:  cancel,
 		done:    make(chan struct{}),
+		synced:  make(chan struct{}),
 		emitted: map[string]VMPort{},
 	}
 	id := c.addWatcher(m.poke)
@@ -107,6 +117,10 @@ func (c *Client) WatchPorts(ctx context.Context, bridge string) *PortMonitor {
 // monitor, it never loses changes: the next batch is computed from the
 // database when the consumer is ready.
 func (m *PortMonitor) Events() <-chan []PortEvent { return m.events }
+
+// Synced is closed once the VM ports present at start have been delivered on
+// Events (immediately after the first scan when there were none).
+func (m *PortMonitor) Synced() <-chan struct{} { return m.synced }
 
 // Stop ends the monitor and waits for it.
 func (m *PortMonitor) Stop() {
@@ -145,21 +159,21 @@ func (m *PortMonitor) run(ctx context.Context) {
 			m.c.log.Warn("port monitor scan failed", "bridge", m.bridge, "err", err)
 			continue
 		}
-		if len(batch) == 0 {
-			continue
+		if len(batch) > 0 {
+			select {
+			case m.events <- batch:
+			case <-ctx.Done():
+				return
+			}
 		}
-		select {
-		case m.events <- batch:
-		case <-ctx.Done():
-			return
-		}
+		m.syncedOnce.Do(func() { close(m.synced) })
 	}
 }
 
 // scan diffs the database's VM ports against the emitted ones and records the
 // result as emitted.
 func (m *PortMonitor) scan(ctx context.Context) ([]PortEvent, error) {
-	cur, complete, err := m.c.vmPorts(ctx, m.bridge)
+	cur, complete, err := m.c.vmPorts(ctx, m.bridge, false)
 	if err != nil {
 		return nil, err
 	}
@@ -173,6 +187,8 @@ func (m *PortMonitor) scan(ctx context.Context) ([]PortEvent, error) {
 		switch {
 		case !ok:
 			batch = append(batch, PortEvent{Type: PortAdded, Port: p})
+		case old.IfaceUUID != p.IfaceUUID:
+			batch = append(batch, PortEvent{Type: PortRemoved, Port: old}, PortEvent{Type: PortAdded, Port: p})
 		case !old.equal(p):
 			batch = append(batch, PortEvent{Type: PortUpdated, Port: p, Old: old})
 		default:
@@ -193,12 +209,10 @@ func (m *PortMonitor) scan(ctx context.Context) ([]PortEvent, error) {
 	return batch, nil
 }
 
-// Snapshot reads the bridge's VM ports now, for a full resync. It does not
-// change what the monitor has emitted: events already queued or still to come
-// are deltas against the previous batches, so a consumer applying a snapshot
-// must treat later events idempotently (an Added for a known port is an update).
-func (m *PortMonitor) Snapshot(ctx context.Context) ([]VMPort, error) {
-	cur, _, err := m.c.vmPorts(ctx, m.bridge)
+// VMPorts reads bridge's VM ports (valid ofport) now, sorted by name,
+// without a monitor.
+func (c *Client) VMPorts(ctx context.Context, bridge string) ([]VMPort, error) {
+	cur, _, err := c.vmPorts(ctx, bridge, true)
 	if err != nil {
 		return nil, err
 	}
@@ -209,10 +223,18 @@ func (m *PortMonitor) Snapshot(ctx context.Context) ([]VMPort, error) {
 	return out, nil
 }
 
+// Snapshot reads the bridge's VM ports now, for a full resync. It does not
+// change what the monitor has emitted: events already queued or still to come
+// are deltas against the previous batches, so a consumer applying a snapshot
+// must treat later events idempotently (an Added for a known port is an update).
+func (m *PortMonitor) Snapshot(ctx context.Context) ([]VMPort, error) {
+	return m.c.VMPorts(ctx, m.bridge)
+}
+
 // vmPorts reads the VM ports of bridge (valid ofport only). complete is false
 // when the bridge references rows the cache does not hold.
-func (c *Client) vmPorts(ctx context.Context, bridge string) (map[string]VMPort, bool, error) {
-	v, err := c.readView(ctx, false)
+func (c *Client) vmPorts(ctx context.Context, bridge string, sync bool) (map[string]VMPort, bool, error) {
+	v, err := c.readView(ctx, sync)
 	if err != nil {
 		return nil, false, err
 	}
@@ -248,6 +270,7 @@ func (c *Client) vmPorts(ctx context.Context, bridge string) (map[string]VMPort,
 			Tag:         NoTag,
 			OtherConfig: cloneMap(p.OtherConfig),
 			ExternalIDs: cloneMap(ids),
+			IfaceUUID:   ifc.UUID,
 		}
 		if vm.VMUUID == "" {
 			vm.VMUUID = ids["vm-id"]

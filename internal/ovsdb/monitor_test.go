@@ -86,6 +86,11 @@ func TestPortMonitorLifecycle(t *testing.T) {
 	defer m.Stop()
 	l := &eventLog{t: t, m: m}
 	got := l.until(is(PortAdded, pre))
+	select {
+	case <-m.Synced():
+	case <-time.After(10 * time.Second):
+		t.Fatal("not synced")
+	}
 	if len(got) != 1 || got[0].Port.Ofport <= 0 || got[0].Port.IfaceID != "id-pre" ||
 		got[0].Port.VMUUID != "vm-id-pre" || got[0].Port.AttachedMAC != "fa:16:3e:00:00:01" || got[0].Port.Tag != NoTag {
 		t.Fatalf("initial: %+v", got)
@@ -133,6 +138,16 @@ func TestPortMonitorLifecycle(t *testing.T) {
 	if err != nil || len(snap) != 2 || snap[0].Name != pre || snap[1].Name != vm {
 		t.Fatalf("snapshot %+v %v", snap, err)
 	}
+
+	// Re-plugged under the same name in one step (same ofport, new row):
+	// removed then added, so the agent reports it down and up again.
+	vsctl(t, o, "del-port", br, vm, "--", "add-port", br, vm, "--", "set", "Interface", vm, "type=internal",
+		"external_ids:iface-id=id-b", "external_ids:attached-mac=fa:16:3e:00:00:01", "external_ids:vm-uuid=vm-id-b")
+	got = l.until(is(PortAdded, vm))
+	if len(got) != 2 || got[0].Type != PortRemoved || got[0].Port.Name != vm || got[1].Port.IfaceUUID == got[0].Port.IfaceUUID {
+		t.Fatalf("re-add: %s", describe(got))
+	}
+	ofport = got[1].Port.Ofport
 
 	// Remove.
 	vsctl(t, o, "del-port", br, vm)
@@ -216,6 +231,7 @@ func TestWatchStops(t *testing.T) {
 	c := dial(t, o)
 	ctx, cancel := context.WithCancel(context.Background())
 	m := c.WatchPorts(ctx, "absent-br")
+	<-m.Synced() // nothing to deliver: synced after the first scan
 	cancel()
 	for range m.Events() {
 	}
@@ -225,4 +241,40 @@ func TestWatchStops(t *testing.T) {
 func execOut(bin string, args ...string) (string, error) {
 	out, err := exec.Command(bin, args...).CombinedOutput()
 	return string(out), err
+}
+
+// Dial waits for an ovsdb-server that is not up yet, and fails (does not
+// hang) when it never comes.
+func TestDialRetries(t *testing.T) {
+	o := ovstest.Start(t)
+	if err := o.StopOvsdbServer(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := Dial(ctx, o.DB, Options{}); err == nil {
+		t.Fatal("dial to a stopped server succeeded")
+	}
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		c, err := Dial(ctx, o.DB, Options{})
+		if err == nil {
+			c.Close()
+		}
+		done <- err
+	}()
+	if err := o.StartOvsdbServer(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDialRejectsUnsupported(t *testing.T) {
+	if _, err := Dial(context.Background(), "ssl:127.0.0.1:6640", Options{}); err == nil {
+		t.Fatal("ssl accepted")
+	}
 }
