@@ -80,13 +80,20 @@ var fieldTable = map[FieldID]fieldInfo{
 // for FieldVlanTCI when the mask covers only CFI+VID.
 var vlanVIDInfo = fieldInfo{"vlan_vid", "OXM_OF_VLAN_VID", classOXM, 6, 2, 13, fmtDec}
 
+var regInfo = func() (r [16]fieldInfo) {
+	for i := range r {
+		r[i] = fieldInfo{fmt.Sprintf("reg%d", i), fmt.Sprintf("NXM_NX_REG%d", i), classNXM1, uint8(i), 4, 32, fmtHex}
+	}
+	return r
+}()
+
 // info returns the metadata of a field; regs are synthesised.
 func info(f FieldID, reg uint8) (fieldInfo, bool) {
 	if f == FieldReg {
 		if reg > 15 {
 			return fieldInfo{}, false
 		}
-		return fieldInfo{fmt.Sprintf("reg%d", reg), fmt.Sprintf("NXM_NX_REG%d", reg), classNXM1, reg, 4, 32, fmtHex}, true
+		return regInfo[reg], true
 	}
 	fi, ok := fieldTable[f]
 	return fi, ok
