@@ -207,7 +207,6 @@ func helloOffers13(msg []byte) bool {
 func (s *session) readLoop() {
 	r := bufio.NewReaderSize(s.c, 256<<10)
 	var err error
-loop:
 	for {
 		var msg []byte
 		msg, err = readMsg(r, nil)
@@ -217,13 +216,13 @@ loop:
 		xid := binary.BigEndian.Uint32(msg[4:])
 		switch msg[1] {
 		case TypeEchoRequest:
-			s.wmu.Lock()
-			_, _ = s.w.Write(AppendSimple(nil, TypeEchoReply, xid, msg[8:]))
-			err = s.w.Flush()
-			s.wmu.Unlock()
-			if err != nil {
-				break loop
-			}
+			// never block the reader behind a long bundle write
+			go func(reply []byte) {
+				s.wmu.Lock()
+				_, _ = s.w.Write(reply)
+				_ = s.w.Flush()
+				s.wmu.Unlock()
+			}(AppendSimple(nil, TypeEchoReply, xid, msg[8:]))
 			continue
 		case TypeHello, TypeEchoReply:
 			continue
