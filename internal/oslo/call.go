@@ -71,6 +71,9 @@ func (t *Transport) Call(ctx context.Context, tgt Target, method string, args an
 	for _, f := range opts {
 		f(&o)
 	}
+	if tgt.Topic == "" {
+		return nil, errors.New("oslo: call: empty topic")
+	}
 	if tgt.Fanout {
 		return nil, errors.New("oslo: call: a fanout target cannot be called")
 	}
@@ -179,6 +182,9 @@ func routingKey(tgt Target) string {
 // Cast sends method to tgt without waiting: to <ControlExchange> with key <Topic> or
 // <Topic>.<Server>, or to <Topic>_fanout (key "") when tgt.Fanout.
 func (t *Transport) Cast(ctx context.Context, tgt Target, method string, args any) error {
+	if tgt.Topic == "" {
+		return errors.New("oslo: cast: empty topic")
+	}
 	body, err := encodeRequest(&outgoing{Method: method, Args: args, Version: tgt.Version, Namespace: tgt.Namespace,
 		UniqueID: newID(), Context: AdminContext(time.Now())})
 	if err != nil {

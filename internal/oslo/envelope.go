@@ -93,11 +93,13 @@ func decodeEnvelope(body []byte, max int) (map[string]json.RawMessage, error) {
 }
 
 func decodeObject(b []byte) (map[string]json.RawMessage, error) {
-	if !json.Valid(b) {
-		return nil, decodeErr(ReasonNotJSON, "invalid JSON (%d bytes)", len(b))
-	}
 	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil || m == nil {
+	err := json.Unmarshal(b, &m) // validates the whole input before decoding
+	var syn *json.SyntaxError
+	switch {
+	case errors.As(err, &syn):
+		return nil, decodeErr(ReasonNotJSON, "invalid JSON (%d bytes) at offset %d", len(b), syn.Offset)
+	case err != nil || m == nil:
 		return nil, decodeErr(ReasonNotObject, "JSON value is not an object")
 	}
 	return m, nil
@@ -317,11 +319,10 @@ func marshalJSON(v any) ([]byte, error) {
 }
 
 func writeJSONString(b *bytes.Buffer, s []byte) {
-	var tmp bytes.Buffer
-	enc := json.NewEncoder(&tmp)
+	enc := json.NewEncoder(b)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(string(s)) // a string always encodes
-	b.Write(bytes.TrimRight(tmp.Bytes(), "\n"))
+	b.Truncate(b.Len() - 1)   // Encode's trailing newline
 }
 
 // reply is the inner message an RPC server sends back to a caller's reply queue.

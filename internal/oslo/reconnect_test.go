@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -70,10 +71,14 @@ func newReconnectFixture(t *testing.T) *reconnectFixture {
 // check asserts both sides came back: OnReconnect fired, the same queue names are
 // declared again and serve, a call and a fanout cast work.
 func (f *reconnectFixture) check(t *testing.T) {
-	waitFor(t, "OnReconnect on both transports", 90*time.Second, func() bool {
-		return f.reconnects[0].Load() >= 1 && f.reconnects[1].Load() >= 1
+	f.checkSides(t, true)
+}
+
+func (f *reconnectFixture) checkSides(t *testing.T, client bool) {
+	waitFor(t, "OnReconnect", 90*time.Second, func() bool {
+		return f.reconnects[0].Load() >= 1 && (!client || f.reconnects[1].Load() >= 1)
 	})
-	if f.srv.Stats().Reconnects < 1 || f.cli.Stats().Reconnects < 1 || f.srv.obs.reconnects < 1 {
+	if f.srv.Stats().Reconnects < 1 || (client && f.cli.Stats().Reconnects < 1) || f.srv.obs.reconnects < 1 {
 		t.Fatalf("reconnects not counted: %+v %+v", f.srv.Stats(), f.cli.Stats())
 	}
 	if f.srv.FanoutQueue(f.topic) != f.fanoutQ || f.cli.ReplyQueue() != f.replyQ {
@@ -189,5 +194,34 @@ func TestTopologyMatchesReference(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("exchanges:\n%s\nqueues:\n%s", exchanges, queues)
+	}
+}
+
+// TestQueueDeletedIsRedeclared: when someone deletes a consumed queue the broker cancels
+// the consumer; the transport reconnects and declares it again under the same name.
+func TestQueueDeletedIsRedeclared(t *testing.T) {
+	f := newReconnectFixture(t)
+	if _, err := rawChannel(t).QueueDelete(f.fanoutQ, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	f.checkSides(t, false) // the client was not disturbed
+}
+
+// TestFailoverToSecondHost: a cluster URL whose first host is down still connects.
+func TestFailoverToSecondHost(t *testing.T) {
+	requireBroker(t)
+	u, err := ParseTransportURL("rabbit://guest:guest@127.0.0.1:1,guest:guest@127.0.0.1:5672/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logRecorder{tb: t}
+	tr, err := Dial(context.Background(), Config{URL: u, Host: "h", Logger: slog.New(logs), RetryInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	waitFor(t, "connection through the second host", 10*time.Second, tr.Connected)
+	if logs.count("oslo: connect failed") < 1 {
+		t.Fatal("first host was not tried")
 	}
 }

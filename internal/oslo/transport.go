@@ -27,8 +27,11 @@ type Config struct {
 	// ControlExchange is the topic exchange, "neutron" for Neutron.
 	ControlExchange string
 
-	HeartbeatTimeout time.Duration // heartbeat_timeout_threshold, 60s
-	HeartbeatRate    int           // heartbeat_rate, 2 (amqp091 beats every timeout/2)
+	// HeartbeatTimeout is negotiated as the AMQP heartbeat (heartbeat_timeout_threshold,
+	// 60s). amqp091 then beats every HeartbeatTimeout/2, which is what the reference's
+	// HeartbeatRate 2 gives; other rates are accepted but do not change the interval.
+	HeartbeatTimeout time.Duration
+	HeartbeatRate    int
 
 	// Reconnect delays: RetryInterval, then +RetryBackoff per failed attempt, capped at
 	// RetryMax (rabbit_retry_interval/rabbit_retry_backoff/rabbit_interval_max).
@@ -292,7 +295,11 @@ func (t *Transport) run(first chan<- error) {
 			if t.ctx.Err() != nil {
 				return
 			}
-			t.log.Warn("oslo: connection lost", "err", e)
+			if e == nil {
+				t.log.Warn("oslo: connection closed, reconnecting")
+			} else {
+				t.log.Warn("oslo: connection lost", "err", e)
+			}
 		case <-t.ctx.Done():
 			t.deactivate(sess)
 			_ = sess.conn.Close()
