@@ -366,12 +366,31 @@ func (a *Agent) applyLayout(l BridgeLayout) bool {
 	for physnet, pb := range l.Physical {
 		a.ps.Phys[physnet] = &pipeline.PhysBridge{Bridge: pb.Bridge, IntOfport: pb.IntOFPort, PhysOfport: pb.PhyOFPort}
 	}
+	if a.d.Flows != nil {
+		// Learned flows carry the cookie the learn action embeds.
+		a.ps.Int.Cookie = a.d.Flows.Cookie(l.Integration)
+		if a.ps.Tun != nil {
+			a.ps.Tun.Cookie = a.d.Flows.Cookie(l.Tunnel)
+		}
+		for _, pb := range a.ps.Phys {
+			pb.Cookie = a.d.Flows.Cookie(pb.Bridge)
+		}
+	}
 	for _, br := range l.Bridges() {
 		if a.installed[br] == nil {
 			a.installed[br] = map[string][]openflow.Flow{}
 		}
 	}
 	return changed
+}
+
+// touch marks an owner and the owners whose flows depend on its object.
+// Call it before and after changing the object in the state.
+func (a *Agent) touch(owner string) {
+	a.dirtyOwner[owner] = true
+	for _, d := range pipeline.Dependents(a.ps, owner) {
+		a.dirtyOwner[d] = true
+	}
 }
 
 // dirtyAll marks every owner for recomputation.

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"sort"
@@ -45,6 +46,11 @@ func (a *Agent) batch(ctx context.Context) {
 		return // the monitor's snapshot has not arrived yet
 	}
 	if a.resync != "" {
+		// Bridges may have been changed behind our back (OVSDB restart).
+		a.setupBridges(ctx)
+		if !a.bridgesOK {
+			return
+		}
 		a.startResync(a.resync)
 		a.resync = ""
 	}
@@ -211,20 +217,35 @@ func (a *Agent) fetchDetails(ctx context.Context) {
 	}
 	sort.Strings(ids)
 	start := time.Now()
-	devs, err := a.d.Cache.Devices(ctx, ids, a.fresh)
+	devs, failed, err := a.d.Cache.Devices(ctx, ids, a.fresh)
 	a.d.Metrics.ObserveRPC("get_device_details", time.Since(start), err)
+	if err == nil && len(failed) == len(ids) {
+		err = errors.New("no device details")
+	}
 	if err != nil {
-		for _, id := range ids {
+		failed = ids
+	}
+	if len(failed) > 0 {
+		for _, id := range failed {
 			p := a.ports[id]
 			p.failures++
 			p.retryAt = now.Add(a.backoff(p.failures))
 		}
-		a.log.Warn("agent: device details unavailable; dataplane left as it is, retrying", "ports", len(ids), "err", err)
-		return
+		a.log.Warn("agent: device details unavailable; dataplane left as it is, retrying", "ports", len(failed), "err", errString(err))
+		if err != nil {
+			return
+		}
 	}
 	fresh := a.fresh
 	a.fresh = false
+	bad := map[string]bool{}
+	for _, id := range failed {
+		bad[id] = true
+	}
 	for _, id := range ids {
+		if bad[id] {
+			continue
+		}
 		p := a.ports[id]
 		d, ok := devs[id]
 		if !ok {
@@ -314,8 +335,9 @@ func (a *Agent) wirePort(p *portRec) (PortSetting, bool) {
 	p.tagOK = adopted
 
 	// Pipeline and firewall state.
+	a.touch(pipeline.OwnerPort(p.id))
 	a.ps.Ports[p.id] = pipelinePort(p, d, key, w)
-	a.dirtyOwner[pipeline.OwnerPort(p.id)] = true
+	a.touch(pipeline.OwnerPort(p.id))
 	a.setFirewallPort(p, d, vlan, w)
 
 	// What the server must hear.
@@ -436,7 +458,7 @@ func (a *Agent) joinNet(p *portRec, key pipeline.NetKey, d *Device, vlan uint16)
 			a.fdb[d.NetworkID] = map[netip.Addr]*pipeline.RemoteFDB{}
 		}
 		a.ps.Networks[key] = &pipeline.Network{Key: key, Type: typ, PhysicalNetwork: d.PhysicalNetwork, LocalVLAN: vlan, FDB: a.fdb[d.NetworkID]}
-		a.dirtyOwner[pipeline.OwnerNetwork(key)] = true
+		a.touch(pipeline.OwnerNetwork(key))
 		if typ.IsTunnel() && a.opt.L2Population {
 			a.refreshNets[d.NetworkID] = true
 		}
@@ -458,8 +480,8 @@ func (a *Agent) releaseIdleNetworks() {
 		}
 		delete(a.netPorts, key)
 		a.vlans.Release(key)
+		a.touch(pipeline.OwnerNetwork(key))
 		delete(a.ps.Networks, key)
-		a.dirtyOwner[pipeline.OwnerNetwork(key)] = true
 		still := false
 		for k := range a.netPorts {
 			if k.NetworkID == key.NetworkID {
@@ -482,8 +504,8 @@ func (a *Agent) removePort(p *portRec) {
 		a.leaveNet(p)
 	}
 	if _, ok := a.ps.Ports[p.id]; ok {
+		a.touch(pipeline.OwnerPort(p.id))
 		delete(a.ps.Ports, p.id)
-		a.dirtyOwner[pipeline.OwnerPort(p.id)] = true
 	}
 	a.deleteFirewallPort(p.id)
 	if p.dev != nil && p.dev.Bound && (p.wired == wiredUp || p.wired == wiredAdminDown) {
@@ -540,6 +562,11 @@ func (a *Agent) applyFlows(ctx context.Context) bool {
 	}
 	if a.flowRetryAt.After(a.now()) {
 		return false
+	}
+	for _, owner := range sortedKeys(a.dirtyOwner) {
+		if !strings.HasPrefix(owner, "fw:") {
+			a.touch(owner)
+		}
 	}
 	changes := map[string]map[string][]openflow.Flow{}
 	for owner := range a.dirtyOwner {

@@ -204,6 +204,8 @@ func (f *fakeFlows) Apply(_ context.Context, br string, ch FlowChange) error {
 
 func (f *fakeFlows) Reset(string) {}
 
+func (f *fakeFlows) Cookie(br string) uint64 { return uint64(len(br)) << 32 }
+
 func (f *fakeFlows) CanaryPresent(_ context.Context, br string) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -372,11 +374,11 @@ func (s *fakeServer) TunnelSync(_ context.Context, ip, typ string) ([]TunnelEndp
 	return append([]TunnelEndpoint{{IP: ip, Host: "me"}}, s.endpoints...), nil
 }
 
-func (s *fakeServer) Devices(_ context.Context, ids []string, _ bool) (map[string]Device, error) {
+func (s *fakeServer) Devices(_ context.Context, ids []string, _ bool) (map[string]Device, []string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.down {
-		return nil, errDown
+		return nil, nil, errDown
 	}
 	out := map[string]Device{}
 	for _, id := range ids {
@@ -384,7 +386,7 @@ func (s *fakeServer) Devices(_ context.Context, ids []string, _ bool) (map[strin
 			out[id] = d
 		}
 	}
-	return out, nil
+	return out, nil, nil
 }
 
 func (s *fakeServer) SecurityGroups(_ context.Context, ids []string) (map[string]firewall.SecurityGroup, map[string][]firewall.Member, error) {

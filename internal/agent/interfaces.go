@@ -148,6 +148,9 @@ type Flows interface {
 	// Apply applies the change to the bridge in one atomic bundle. On error
 	// nothing changed on the bridge.
 	Apply(ctx context.Context, bridge string, ch FlowChange) error
+	// Cookie is the cookie of this run's flows on the bridge (the pipeline
+	// embeds it in br-tun's learn action).
+	Cookie(bridge string) uint64
 	// Reset forgets what the reconciler believes is installed on the bridge
 	// (after ovs-vswitchd restarted, the switch's tables are empty).
 	Reset(bridge string)
@@ -220,10 +223,11 @@ type AddressPair struct{ MAC, IP string }
 // OVOs, pulling misses from the server in bulk.
 type Cache interface {
 	// Devices returns details of the given ports. A port the server does not
-	// know is returned with Bound false. fresh bypasses the cache (full
-	// resync: notifications may have been lost). An error means the server
-	// could not be reached; nothing is returned then.
-	Devices(ctx context.Context, ids []string, fresh bool) (map[string]Device, error)
+	// know is absent from devs or returned with Bound false; ports whose
+	// details could not be had (server unreachable) are in failed and are
+	// retried. fresh bypasses the cache (full resync: notifications may have
+	// been lost). An error fails every port.
+	Devices(ctx context.Context, ids []string, fresh bool) (devs map[string]Device, failed []string, err error)
 	// SecurityGroups returns the given groups with their rules, and the
 	// members of every remote group or address group those rules name.
 	SecurityGroups(ctx context.Context, ids []string) (map[string]firewall.SecurityGroup, map[string][]firewall.Member, error)

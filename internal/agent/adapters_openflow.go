@@ -1,0 +1,162 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/ovsagent/ovsagent/internal/openflow"
+)
+
+// OFBridges is Flows over internal/openflow: one connection to each
+// bridge's management socket and one Reconciler per bridge, each with a
+// fresh random cookie (this run's round, as the reference's per-process
+// default cookie).
+type OFBridges struct {
+	log    *slog.Logger
+	events chan DataplaneEvent
+
+	mu      sync.Mutex
+	bridges map[string]*ofBridge
+}
+
+type ofBridge struct {
+	conn  *openflow.Conn
+	rec   *openflow.Reconciler
+	adopt bool // read the bridge before the next Apply (after a reset)
+}
+
+// NewOFBridges returns an empty set; Add connects each bridge.
+func NewOFBridges(log *slog.Logger) *OFBridges {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &OFBridges{log: log, events: make(chan DataplaneEvent, 16), bridges: map[string]*ofBridge{}}
+}
+
+// Add connects to bridge's management socket (retrying until ctx ends:
+// ovs-vswitchd may still be starting) and sets up its reconciler.
+// Adding a bridge twice is a no-op.
+func (o *OFBridges) Add(ctx context.Context, bridge, mgmtPath string) error {
+	o.mu.Lock()
+	_, ok := o.bridges[bridge]
+	o.mu.Unlock()
+	if ok {
+		return nil
+	}
+	opt := openflow.Options{Logger: o.log, OnReconnect: func() {
+		select {
+		case o.events <- DataplaneEvent{Bridge: bridge}:
+		default:
+		}
+	}}
+	backoff := 100 * time.Millisecond
+	for {
+		conn, err := openflow.Dial(ctx, mgmtPath, opt)
+		if err == nil {
+			cookie := rand.Uint64() &^ (1 << 63) // keep it clear of OVS's reserved all-ones
+			if cookie == 0 {
+				cookie = 1
+			}
+			o.mu.Lock()
+			o.bridges[bridge] = &ofBridge{conn: conn, rec: openflow.NewReconciler(conn, cookie)}
+			o.mu.Unlock()
+			o.log.Info("openflow: bridge connected", "bridge", bridge, "cookie", fmt.Sprintf("%#x", cookie))
+			return nil
+		}
+		o.log.Warn("openflow: bridge not reachable yet; retrying", "bridge", bridge, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("openflow: connect %s: %w", bridge, err)
+		case <-time.After(backoff):
+		}
+		if backoff < 5*time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+func (o *OFBridges) get(bridge string) (*ofBridge, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	b := o.bridges[bridge]
+	if b == nil {
+		return nil, fmt.Errorf("openflow: bridge %s not connected", bridge)
+	}
+	return b, nil
+}
+
+// Apply implements Flows. A sweep first reads the bridge so that the same
+// bundle deletes whatever no owner wants (earlier rounds, strays).
+func (o *OFBridges) Apply(ctx context.Context, bridge string, ch FlowChange) error {
+	b, err := o.get(bridge)
+	if err != nil {
+		return err
+	}
+	if ch.Sweep || b.adopt {
+		if err := b.rec.Adopt(ctx); err != nil {
+			return fmt.Errorf("openflow: %s: %w", bridge, err)
+		}
+		b.adopt = false
+	}
+	if err := b.rec.Apply(ctx, ch.Set); err != nil {
+		return fmt.Errorf("openflow: apply on %s: %w", bridge, err)
+	}
+	return nil
+}
+
+// Cookie implements Flows.
+func (o *OFBridges) Cookie(bridge string) uint64 {
+	b, err := o.get(bridge)
+	if err != nil {
+		return 0
+	}
+	return b.rec.Cookie()
+}
+
+// Reset implements Flows: the next Apply re-reads the (emptied) bridge and
+// re-installs every desired flow.
+func (o *OFBridges) Reset(bridge string) {
+	if b, err := o.get(bridge); err == nil {
+		b.adopt = true
+	}
+}
+
+// CanaryPresent implements Flows: br-int's table 23 holds the canary.
+func (o *OFBridges) CanaryPresent(ctx context.Context, bridge string) (bool, error) {
+	b, err := o.get(bridge)
+	if err != nil {
+		return false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	fs, err := b.conn.DumpFlows(ctx, 23, 0, 0)
+	if err != nil {
+		return false, fmt.Errorf("openflow: canary on %s: %w", bridge, err)
+	}
+	return len(fs) > 0, nil
+}
+
+// Events implements Flows.
+func (o *OFBridges) Events() <-chan DataplaneEvent { return o.events }
+
+// Installed returns the flows installed on a bridge (for diagnostics).
+func (o *OFBridges) Installed(bridge string) []openflow.InstalledFlow {
+	b, err := o.get(bridge)
+	if err != nil {
+		return nil
+	}
+	return b.rec.Installed()
+}
+
+// Close closes every connection.
+func (o *OFBridges) Close() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, b := range o.bridges {
+		b.conn.Close()
+	}
+}
