@@ -53,6 +53,7 @@ type Client struct {
 	mu          sync.Mutex
 	rootUUID    string
 	curCfg      int
+	nextCfg     int
 	cfgChanged  chan struct{} // closed and replaced whenever cur_cfg changes
 	rootAdds    int
 	reconnects  int
@@ -121,6 +122,7 @@ func Dial(ctx context.Context, conn string, opts Options) (*Client, error) {
 	c.mu.Lock()
 	c.rootUUID = roots[0].UUID
 	c.curCfg = roots[0].CurCfg
+	c.nextCfg = roots[0].NextCfg
 	c.mu.Unlock()
 	c.runDir = resolveRunDir(opts.RunDir, conn, roots[0].ExternalIDs)
 	c.log.Debug("connected", "conn", conn, "rundir", c.runDir, "ovs_version", deref(roots[0].OVSVersion))
@@ -207,6 +209,7 @@ func (c *Client) onRow(table string, m model.Model, add bool) {
 				}
 			}
 		}
+		c.nextCfg = root.NextCfg
 		if root.CurCfg != c.curCfg {
 			c.curCfg = root.CurCfg
 			close(c.cfgChanged)
@@ -285,11 +288,22 @@ func (c *Client) ctx(ctx context.Context) (context.Context, context.CancelFunc) 
 // next_cfg and waits until ovs-vswitchd reports it applied (cur_cfg), as
 // ovs-vsctl does, so that ofports of new ports are known on return.
 func (c *Client) transact(ctx context.Context, what string, ops []ovsdb.Operation, waitApplied bool) error {
-	if len(ops) == 0 {
-		return nil
-	}
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
+	if len(ops) == 0 {
+		if !waitApplied {
+			return nil
+		}
+		// Nothing to change, but what is there may not be applied yet (e.g.
+		// ovs-vswitchd restarting): the same promise as after a write.
+		c.mu.Lock()
+		want := c.nextCfg
+		c.mu.Unlock()
+		if err := c.waitCfg(ctx, want); err != nil {
+			return fmt.Errorf("ovsdb: %s: ovs-vswitchd has not applied the configuration: %w", what, err)
+		}
+		return nil
+	}
 	c.mu.Lock()
 	root := c.rootUUID
 	c.mu.Unlock()
@@ -328,6 +342,18 @@ func (c *Client) transact(ctx context.Context, what string, ops []ovsdb.Operatio
 		return fmt.Errorf("ovsdb: %s: committed, but ovs-vswitchd did not apply it: %w", what, err)
 	}
 	return nil
+}
+
+// WaitApplied waits until ovs-vswitchd has applied every change committed so
+// far (by anyone): afterwards new ports have their ofports.
+func (c *Client) WaitApplied(ctx context.Context) error {
+	c.mu.Lock()
+	root := c.rootUUID
+	c.mu.Unlock()
+	// A no-op change that vswitchd must acknowledge, as ovs-vsctl does.
+	op := mutateOp("Open_vSwitch", byUUID(root),
+		ovsdb.Mutation{Column: "next_cfg", Mutator: ovsdb.MutateOperationAdd, Value: 0})
+	return c.transact(ctx, "wait for ovs-vswitchd", []ovsdb.Operation{op}, true)
 }
 
 func (c *Client) waitCfg(ctx context.Context, want int) error {

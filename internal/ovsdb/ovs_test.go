@@ -430,3 +430,39 @@ func BenchmarkMonitorScan1000(b *testing.B) {
 		}
 	}
 }
+
+// While ovs-vswitchd is down, an ensure commits but reports that it was not
+// applied; once vswitchd is back, the same ensure (nothing to change) returns
+// when it has caught up, with ofports assigned.
+func TestEnsureWithVswitchdDown(t *testing.T) {
+	o := ovstest.Start(t)
+	c := dial(t, o)
+	tp := newTopology(uniq(t))
+	if err := o.StopVswitchd(); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if _, err := tp.ensure(short, c); err == nil || !strings.Contains(err.Error(), "ovs-vswitchd") {
+		t.Fatalf("ensure with vswitchd down: %v", err)
+	}
+	if err := o.StartVswitchd(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	if _, err := tp.ensure(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitApplied(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ports, err := c.BridgePorts(ctx, tp.tunBr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ports {
+		if p.Ofport <= 0 {
+			t.Errorf("%s ofport %d", p.Name, p.Ofport)
+		}
+	}
+}
