@@ -45,6 +45,10 @@ func extraFlows() []Flow {
 		}}}},
 		{Table: 3, Priority: 1, Flags: FlagSendFlowRem | FlagCheckOverlap, Match: Match{EthType(EthTypeIPv4), IPv4Src(pfx("10.0.0.0/8")), ConjID(9), CtZone(5)}, Actions: []Action{Drop{}}},
 		{Table: 3, Priority: 2, Match: Match{EthType(0x88cc)}, Actions: []Action{}},
+		{Table: 4, Priority: 1, Match: Match{EthType(EthTypeARP), ARPSha(mac("fa:16:3e:00:00:05")), ARPTha(mac("00:00:00:00:00:00")), ARPSpa(pfx("10.1.0.0/16"))}, Actions: []Action{Output{1}}},
+		{Table: 4, Priority: 2, Match: Match{EthType(EthTypeIPv4), IPProto(IPProtoSCTP), MatchField{Field: FieldSCTPSrc, Value: 0x100, Mask: 0xff00, HasMask: true}}, Actions: []Action{Output{1}}},
+		{Table: 4, Priority: 3, Match: Match{EthType(EthTypeIPv6), IPProto(IPProtoICMPv6), ICMP6Type(1), ICMP6Code(4), IPv6Src(pfx("fe80::/10"))}, Actions: []Action{Output{1}}},
+		{Table: 4, Priority: 4, Match: Match{EthType(EthTypeIPv6), IPProto(IPProtoTCP), TCPSrc(1024, 0xfc00)}, Actions: []Action{Output{1}}},
 		{Table: 3, Priority: 3, Match: Match{EthType(EthTypeIPv4), IPProto(47)}, Actions: []Action{Move{Src: RegRef(0, 0, 16), Dst: FieldRef{Field: FieldVlanTCI, NBits: 12}}}},
 	}
 }
