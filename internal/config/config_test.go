@@ -242,6 +242,16 @@ permitted_ethertypes = 0x4008,0x88cc
 	}
 }
 
+func TestEnvironmentSource(t *testing.T) {
+	t.Setenv("OS_OVS__LOCAL_IP", "10.0.0.5")
+	t.Setenv("OS_AGENT__TUNNEL_TYPES", "gre")
+	t.Setenv("OS_DEFAULT__HOST", "from-env")
+	c := mustLoad(t, base+"host = from-file\n[ovs]\nlocal_ip = 10.0.0.1\n")
+	if c.OVS.LocalIP != "10.0.0.5" || c.Default.Host != "from-env" || !reflect.DeepEqual(c.Agent.TunnelTypes, []string{"gre"}) {
+		t.Errorf("env: local_ip=%q host=%q tunnel_types=%v", c.OVS.LocalIP, c.Default.Host, c.Agent.TunnelTypes)
+	}
+}
+
 func TestHostDefault(t *testing.T) {
 	c := mustLoad(t, base)
 	if h, _ := os.Hostname(); c.Default.Host != h || h == "" {

@@ -32,6 +32,9 @@ func Files(paths ...string) []Source {
 // normalises group names the same way); key names are kept as written.
 type Raw struct {
 	sections map[string]map[string]string
+	// env is oslo.config's environment source: OS_<GROUP>__<OPTION>
+	// (e.g. OS_DEFAULT__TRANSPORT_URL, OS_OVS__LOCAL_IP) overrides the files.
+	env func(string) (string, bool)
 	// Files lists the files actually read, in order.
 	Files []string
 }
@@ -40,6 +43,11 @@ type Raw struct {
 func (r *Raw) Lookup(section, key string) (string, bool) {
 	if r == nil {
 		return "", false
+	}
+	if r.env != nil {
+		if v, ok := r.env("OS_" + strings.ToUpper(section) + "__" + strings.ToUpper(key)); ok {
+			return v, true
+		}
 	}
 	s, ok := r.sections[normSection(section)]
 	if !ok {
@@ -73,7 +81,7 @@ var iniOptions = ini.LoadOptions{
 // ReadSources reads the sources in order; a later value replaces an earlier
 // one for the same section and key, within a file and across files.
 func ReadSources(sources []Source) (*Raw, error) {
-	raw := &Raw{sections: map[string]map[string]string{}}
+	raw := &Raw{sections: map[string]map[string]string{}, env: os.LookupEnv}
 	for _, src := range sources {
 		if !src.Dir {
 			if err := raw.readFile(src.Path); err != nil {
@@ -118,7 +126,8 @@ func (r *Raw) readFile(path string) error {
 	return r.readData(path, data)
 }
 
-// ParseBytes reads one in-memory file (tests, fuzzing).
+// ParseBytes reads one in-memory file (tests, fuzzing); the environment is
+// not consulted.
 func ParseBytes(data []byte) (*Raw, error) {
 	raw := &Raw{sections: map[string]map[string]string{}}
 	return raw, raw.readData("<bytes>", data)
