@@ -80,8 +80,10 @@ type call struct {
 	aborted bool // the session died before the call completed
 }
 
-// Dial connects to the unix socket at path (e.g. /var/run/openvswitch/br-int.mgmt)
-// and negotiates OpenFlow 1.3. Later disconnects are repaired in the background.
+// Dial connects to the unix socket at path (e.g. /var/run/openvswitch/br-int.mgmt
+// or $OVS_RUNDIR/<bridge>.mgmt) and negotiates OpenFlow 1.3. While the socket
+// does not exist or refuses, Dial retries until ctx ends. Later disconnects
+// are repaired in the background.
 func Dial(ctx context.Context, path string, opt Options) (*Conn, error) {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
@@ -90,9 +92,28 @@ func Dial(ctx context.Context, path string, opt Options) (*Conn, error) {
 		opt.MaxBackoff = 5 * time.Second
 	}
 	c := &Conn{path: path, opt: opt, log: opt.Logger.With("ofconn", path), nextXid: 1, done: make(chan struct{}), connWait: make(chan struct{})}
-	s, err := c.connect(ctx)
-	if err != nil {
-		return nil, err
+	backoff := 20 * time.Millisecond
+	var s *session
+	for {
+		var err error
+		s, err = c.connect(ctx)
+		if err == nil {
+			break
+		}
+		// the mgmt socket appears a moment after the bridge is created:
+		// wait for it as long as ctx allows; other errors are final
+		var op *net.OpError
+		if !errors.As(err, &op) || op.Op != "dial" {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(backoff):
+		}
+		if backoff *= 2; backoff > opt.MaxBackoff {
+			backoff = opt.MaxBackoff
+		}
 	}
 	c.mu.Lock()
 	c.install(s)

@@ -104,3 +104,12 @@ func TestCallsFailWhenSwitchGoesAway(t *testing.T) {
 		t.Fatalf("want ErrNotConnected, got %v (ctx %v)", err, ctx.Err())
 	}
 }
+
+func TestDialWaitsForSocket(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := Dial(ctx, filepath.Join(t.TempDir(), "missing.mgmt"), Options{})
+	if err == nil || ctx.Err() == nil {
+		t.Fatalf("want a dial error after ctx ended, got %v", err)
+	}
+}
