@@ -235,6 +235,7 @@ func (t *Transport) declareReply(sess *session) error {
 	}
 	dels, err := ch.Consume(t.replyQ, "", false, false, false, false, nil)
 	if err != nil {
+		_ = ch.Close()
 		return fmt.Errorf("consume %s: %w", t.replyQ, err)
 	}
 	if !t.spawn(func() {
@@ -252,7 +253,7 @@ func (t *Transport) declareReply(sess *session) error {
 }
 
 func (t *Transport) handleReply(body []byte) {
-	r, err := decodeReply(body, t.cfg.MaxMessageBytes)
+	r, err := decodeReply(body, t.cfg.MaxReplyBytes)
 	if err != nil {
 		t.drop("reply", t.replyQ, reasonOf(err), err, len(body))
 		return
@@ -263,8 +264,8 @@ func (t *Transport) handleReply(body []byte) {
 	}
 	t.mu.Lock()
 	w := t.waiters[r.MsgID]
-	t.mu.Unlock()
 	if w == nil {
+		t.mu.Unlock()
 		t.drop("reply", t.replyQ, ReasonUnknownMsgID, fmt.Errorf("no caller waits for msg_id %s", r.MsgID), len(body))
 		return
 	}
@@ -274,12 +275,14 @@ func (t *Transport) handleReply(body []byte) {
 			w.result = r.Result
 		}
 		if r.Failure == nil {
+			t.mu.Unlock()
 			return
 		}
 	}
 	if r.Result == nil && r.Failure == nil {
 		r.Result = w.result
 	}
+	t.mu.Unlock()
 	select {
 	case w.ch <- r:
 	default:

@@ -24,6 +24,10 @@ const (
 // neutron-server sends an agent (a push or bulk_pull reply of many OVOs) is a few MB.
 const DefaultMaxMessageBytes = 8 << 20
 
+// DefaultMaxReplyBytes bounds replies; a dropped reply costs a call timeout and a resync,
+// so the bound is only there to stop a runaway body.
+const DefaultMaxReplyBytes = 64 << 20
+
 // Reasons a received message is dropped; stable strings, used as metric labels.
 const (
 	ReasonTooLarge        = "too_large"

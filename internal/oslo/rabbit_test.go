@@ -525,3 +525,40 @@ func BenchmarkCallRoundTrip(b *testing.B) {
 		}
 	}
 }
+
+// TestReplyRetriedUntilQueueExists: replies are published mandatory, so a reply to a
+// queue that does not exist yet comes back and is retried (every 250 ms), not lost.
+func TestReplyRetriedUntilQueueExists(t *testing.T) {
+	ex, topic := uniq("ovsagent-test"), uniq("t-reply")
+	cleanupTopic(t, ex, topic, "srv")
+	srv := newTransport(t, ex, "srv")
+	if err := srv.Serve(topic, echoEndpoint("srv", nil)); err != nil {
+		t.Fatal(err)
+	}
+	replyQ, msgID := "reply_"+newID(), newID()
+	body, err := encodeRequest(&outgoing{Method: "echo", Args: map[string]int{"n": 7}, Version: "1.0",
+		MsgID: msgID, ReplyQ: replyQ, UniqueID: newID(), Context: AdminContext(time.Now())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := rawChannel(t)
+	if err := ch.PublishWithContext(context.Background(), ex, topic, false, false, amqp.Publishing{Body: body}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "an unroutable reply retry", 10*time.Second, func() bool {
+		return srv.logs.count("oslo: reply not delivered yet, retrying") >= 1
+	})
+	if _, err := ch.QueueDeclare(replyQ, false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	var d amqp.Delivery
+	waitFor(t, "the reply", 10*time.Second, func() bool {
+		var ok bool
+		d, ok, err = ch.Get(replyQ, true)
+		return err == nil && ok
+	})
+	r, err := decodeReply(d.Body, 0)
+	if err != nil || r.MsgID != msgID || !r.Ending || r.Failure != nil || !strings.Contains(string(r.Result), `"n":7`) {
+		t.Fatalf("reply %+v %v", r, err)
+	}
+}

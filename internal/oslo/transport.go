@@ -45,8 +45,11 @@ type Config struct {
 
 	// Observer receives counters (nil: none). It must not block.
 	Observer Observer
-	// MaxMessageBytes bounds decoded bodies (0: DefaultMaxMessageBytes).
+	// MaxMessageBytes bounds received requests (0: DefaultMaxMessageBytes).
 	MaxMessageBytes int
+	// MaxReplyBytes bounds received replies, which can be large bulk_pull results
+	// (0: DefaultMaxReplyBytes).
+	MaxReplyBytes int
 	// BackoffSleep replaces the sleep after a call timeout (neutron-lib's random wait);
 	// nil sleeps for real, honouring ctx.
 	BackoffSleep func(ctx context.Context, d time.Duration)
@@ -101,6 +104,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.MaxReplyBytes <= 0 {
+		c.MaxReplyBytes = DefaultMaxReplyBytes
 	}
 	return c
 }
