@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/ovn-kubernetes/libovsdb/ovsdb"
 
@@ -42,6 +43,37 @@ type BridgeSpec struct {
 	Controllers []string
 	// InactivityProbeMS, when > 0, is set on the bridge's controllers.
 	InactivityProbeMS int
+}
+
+// ReferenceBridge is the spec the reference agent (Zed, as captured) leaves
+// on its bridges: secure, OpenFlow10/13/14, other_config:mac-table-size
+// (bridge_mac_table_size); on br-int also mcast_snooping_enable
+// (igmp_snooping_enable) and other_config:mcast-snooping-disable-flood-unregistered=false.
+// Controllers are left alone; set Controllers/InactivityProbeMS to add the
+// reference's tcp:127.0.0.1:6633 with 10000 ms.
+func ReferenceBridge(name, datapathType string, macTableSize int, integration, igmpSnooping bool) BridgeSpec {
+	s := BridgeSpec{
+		Name:         name,
+		DatapathType: datapathType,
+		FailMode:     FailModeSecure,
+		Protocols:    DefaultProtocols,
+		OtherConfig:  map[string]string{"mac-table-size": strconv.Itoa(macTableSize)},
+	}
+	if integration {
+		s.OtherConfig["mcast-snooping-disable-flood-unregistered"] = "false"
+		s.McastSnoopingEnable = &igmpSnooping
+	}
+	return s
+}
+
+// IGMPFloodOtherConfig is the Port other_config the reference sets on br-int's
+// patch ports (int-<br>, patch-tun): Python's str(bool), "True"/"False".
+func IGMPFloodOtherConfig(igmpSnooping bool) map[string]string {
+	v := "False"
+	if igmpSnooping {
+		v = "True"
+	}
+	return map[string]string{"mcast-snooping-flood": v, "mcast-snooping-flood-reports": v}
 }
 
 func (s BridgeSpec) normalized() BridgeSpec {

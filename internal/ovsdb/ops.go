@@ -148,6 +148,9 @@ func (c *Client) readView(ctx context.Context, sync bool) (*view, error) {
 		// Blocks while a reconnect (and its cache refill) is in progress.
 		_ = c.ovs.Connected()
 		v = c.readShallow()
+		if v == nil {
+			return nil, fmt.Errorf("ovsdb: %w", client.ErrNotConnected)
+		}
 		if v.complete || attempt == 5 {
 			return v, nil
 		}
@@ -161,6 +164,9 @@ func (c *Client) readView(ctx context.Context, sync bool) (*view, error) {
 
 func (c *Client) readShallow() *view {
 	tc := c.ovs.Cache()
+	if tc == nil { // closed
+		return nil
+	}
 	tables := []string{"Open_vSwitch", "Bridge", "Port", "Interface", "Controller"}
 	before := make([]*cache.RowCache, len(tables))
 	for i, t := range tables {

@@ -64,17 +64,17 @@ type topology struct {
 
 func newTopology(p string) topology {
 	tp := topology{intBr: p + "-int", tunBr: p + "-tun", physBr: p + "-ph"}
-	oc := map[string]string{"mac-table-size": DefaultMACTableSize}
-	for _, n := range []string{tp.intBr, tp.tunBr, tp.physBr} {
-		tp.specs = append(tp.specs, BridgeSpec{Name: n, DatapathType: DatapathNetdev, OtherConfig: oc,
-			Controllers: []string{"tcp:127.0.0.1:6633"}, InactivityProbeMS: 10000})
+	for i, n := range []string{tp.intBr, tp.tunBr, tp.physBr} {
+		s := ReferenceBridge(n, DatapathNetdev, 50000, i == 0, false)
+		s.Controllers, s.InactivityProbeMS = []string{"tcp:127.0.0.1:6633"}, 10000
+		tp.specs = append(tp.specs, s)
 	}
 	tp.specs[0].ExternalIDs = map[string]string{"ovsagent-cookie-round": "1"}
 	tp.patches = PatchPair(tp.intBr, "patch-tun"+p[3:], tp.tunBr, "patch-int"+p[3:])
+	tp.patches[0].PortOtherConfig = IGMPFloodOtherConfig(false)
 	ip, pp, _ := PhysPatchNames(tp.physBr)
 	tp.patches = append(tp.patches,
-		PatchPort{Bridge: tp.intBr, Name: ip, Peer: pp,
-			PortOtherConfig: map[string]string{"mcast-snooping-flood": "False", "mcast-snooping-flood-reports": "False"}},
+		PatchPort{Bridge: tp.intBr, Name: ip, Peer: pp, PortOtherConfig: IGMPFloodOtherConfig(false)},
 		PatchPort{Bridge: tp.physBr, Name: pp, Peer: ip})
 	for _, r := range []string{"172.31.255.2", "172.31.255.3"} {
 		tp.tunnels = append(tp.tunnels, TunnelPort{Bridge: tp.tunBr, Type: "vxlan", RemoteIP: r,
@@ -124,9 +124,18 @@ func TestEnsureTopologyIdempotent(t *testing.T) {
 	}
 
 	// What ovs-vsctl sees, independently of our cache.
-	if got := vsctl(t, o, "get", "Bridge", tp.intBr, "datapath_type", "fail_mode", "other_config:mac-table-size",
-		"external_ids:ovsagent-cookie-round"); got != "netdev\nsecure\n\"50000\"\n\"1\"" {
+	// Same values as the reference's rows (captures/ovs/ovsdb-Bridge.txt, ovsdb-Port.txt).
+	if got := vsctl(t, o, "get", "Bridge", tp.intBr, "datapath_type", "fail_mode", "other_config",
+		"mcast_snooping_enable", "external_ids:ovsagent-cookie-round"); got !=
+		"netdev\nsecure\n"+`{mac-table-size="50000", mcast-snooping-disable-flood-unregistered="false"}`+"\nfalse\n\"1\"" {
 		t.Errorf("br-int columns: %q", got)
+	}
+	if got := vsctl(t, o, "get", "Bridge", tp.physBr, "other_config"); got != `{mac-table-size="50000"}` {
+		t.Errorf("phys other_config: %q", got)
+	}
+	if got := vsctl(t, o, "get", "Port", tp.patches[0].Name, "other_config"); got !=
+		"{mcast-snooping-flood=False, mcast-snooping-flood-reports=False}" {
+		t.Errorf("patch-tun other_config: %q", got)
 	}
 	if got := vsctl(t, o, "get", "Bridge", tp.tunBr, "protocols"); got != "[OpenFlow10, OpenFlow13, OpenFlow14]" {
 		t.Errorf("protocols: %q", got)
