@@ -2,14 +2,352 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
 
+	"github.com/ovsagent/ovsagent/internal/agent"
 	"github.com/ovsagent/ovsagent/internal/config"
+	"github.com/ovsagent/ovsagent/internal/firewall"
+	"github.com/ovsagent/ovsagent/internal/metrics"
+	"github.com/ovsagent/ovsagent/internal/neutron"
+	"github.com/ovsagent/ovsagent/internal/oslo"
+	"github.com/ovsagent/ovsagent/internal/ovsdb"
+	"github.com/ovsagent/ovsagent/internal/pipeline"
 )
 
-// run runs the agent until ctx is cancelled (SIGTERM/SIGINT). It belongs to
-// the internal/agent owner, who replaces this placeholder with the wiring.
+// run wires every package and runs the agent until ctx is cancelled
+// (SIGTERM/SIGINT). The dataplane is left as it is on return.
 func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
-	return errors.New("agent not wired yet")
+	m := metrics.New()
+	var a atomic.Pointer[agent.Agent]
+
+	// OVSDB first: a missing mapped bridge stops the agent before anything
+	// in OVS is changed.
+	oc, err := ovsdb.Dial(ctx, cfg.OVS.OVSDBConnection, ovsdb.Options{Timeout: cfg.OVS.OVSDBTimeout, Logger: log})
+	if err != nil {
+		return fmt.Errorf("ovsdb_connection %s: %w", cfg.OVS.OVSDBConnection, err)
+	}
+	defer oc.Close()
+	swCfg := switchConfig(cfg)
+	sw := agent.NewOVSDBSwitch(ctx, oc, swCfg, log)
+	if err := sw.CheckPhysicalBridges(ctx); err != nil {
+		return err
+	}
+
+	// RabbitMQ: the transport retries in the background; every call waits.
+	tlsCfg, err := rabbitTLS(cfg)
+	if err != nil {
+		return err
+	}
+	tr, err := oslo.Dial(ctx, oslo.Config{
+		URL: cfg.Default.Transport, TLS: tlsCfg, Host: cfg.Default.Host, ControlExchange: cfg.Default.ControlExchange,
+		HeartbeatTimeout: cfg.Rabbit.HeartbeatTimeoutThreshold, HeartbeatRate: cfg.Rabbit.HeartbeatRate,
+		RetryInterval: cfg.Rabbit.RetryInterval, RetryBackoff: cfg.Rabbit.RetryBackoff, RetryMax: cfg.Rabbit.IntervalMax,
+		TransientQueuesTTL: cfg.Rabbit.TransientQueuesTTL, ResponseTimeout: cfg.Default.RPCResponseTimeout,
+		ResponseMaxTimeout: cfg.Default.RPCResponseMaxTimeout, Logger: log,
+		Observer: observer{m: m, onReconnect: func() {
+			if ag := a.Load(); ag != nil {
+				ag.Notify(agent.Resync{Reason: "broker-reconnect"})
+			}
+		}},
+	})
+	if err != nil {
+		return fmt.Errorf("transport_url %s: %w", cfg.Default.Transport.String(), err)
+	}
+	defer closeWithin(tr.Close, 2*time.Second)
+	rpc := neutron.Oslo{T: tr}
+	client := neutron.NewClient(rpc, cfg.Default.Host)
+	client.DeviceListStep = cfg.DeviceListChunk()
+	cache := neutron.NewCache(neutron.CacheOptions{OnEvent: func(ev neutron.Event) {
+		if ag := a.Load(); ag != nil {
+			agent.NotifyFromCache(ag, cfg.Default.Host, ev)
+		}
+	}})
+	cache.SetPuller(client)
+	srv := &agent.NeutronServer{Client: client, Cache: cache, Host: cfg.Default.Host}
+
+	// Bridges, then one OpenFlow connection per bridge.
+	layout, err := setupBridgesRetrying(ctx, sw, log)
+	if err != nil {
+		return err
+	}
+	of := agent.NewOFBridges(log)
+	defer of.Close()
+	for _, br := range layout.Bridges() {
+		if err := of.Add(ctx, br, oc.MgmtSocket(br)); err != nil {
+			return err
+		}
+	}
+
+	reporter := &neutron.Reporter{Client: client, Interval: cfg.Agent.ReportInterval}
+	opt := agentOptions(cfg)
+	ag := agent.New(opt, agent.Deps{
+		Switch: sw, Flows: of, Plugin: srv, Cache: srv, Metrics: m, Log: log,
+		OnOVSRestart: reporter.ForceStartFlag,
+	})
+	a.Store(ag)
+	oc.OnReconnect(func() { ag.Notify(agent.Resync{Reason: "ovsdb-reconnect"}) })
+
+	if err := (neutron.ConsumerConfig{Host: cfg.Default.Host, Cache: cache, Handler: agent.NeutronHandler{A: ag},
+		L2Population: cfg.Agent.L2Population,
+		OnPushError: func(rtype string, err error) {
+			log.Warn("push dropped", "type", rtype, "err", err)
+			m.IncMalformed(neutron.PushTopic(rtype), "bad-push")
+		}}).Serve(rpc); err != nil {
+		return fmt.Errorf("consumers: %w", err)
+	}
+
+	if cfg.Agent.ReportInterval > 0 {
+		sys, _ := oc.System(ctx)
+		reporter.Configurations = func() (neutron.AgentConfigurations, bool) {
+			return agentConfigurations(cfg, sys, ag.Devices()), oc.Connected()
+		}
+		reporter.Synced = ag.InSync
+		reporter.OnReport = func(res string, err error) {
+			if err == nil && res == neutron.ReportRevived {
+				ag.Notify(agent.Resync{Reason: "revived"})
+			}
+		}
+		go reporter.Run(ctx)
+	}
+
+	if cfg.OVSAgent.MetricsListen != "" {
+		ms, err := metrics.Listen(cfg.OVSAgent.MetricsListen, m)
+		if err != nil {
+			return fmt.Errorf("ovsagent.metrics_listen: %w", err)
+		}
+		ms.Handle("/explain/", explainHandler(ag))
+		go func() {
+			if err := ms.Serve(ctx, log); err != nil {
+				log.Error("metrics server", "err", err)
+			}
+		}()
+		log.Info("metrics listening", "addr", ms.Addr())
+	}
+	return ag.Run(ctx)
+}
+
+func setupBridgesRetrying(ctx context.Context, sw *agent.OVSDBSwitch, log *slog.Logger) (agent.BridgeLayout, error) {
+	backoff := 200 * time.Millisecond
+	for {
+		l, err := sw.SetupBridges(ctx)
+		if err == nil {
+			return l, nil
+		}
+		log.Warn("bridge setup failed; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return l, ctx.Err()
+		case <-time.After(backoff):
+		}
+		if backoff < 10*time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+func closeWithin(f func() error, d time.Duration) {
+	done := make(chan struct{})
+	go func() { _ = f(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
+}
+
+func switchConfig(cfg *config.Config) agent.SwitchConfig {
+	sc := agent.SwitchConfig{
+		Integration: cfg.OVS.IntegrationBridge, IntPeerPatch: cfg.OVS.IntPeerPatchPort, TunPeerPatch: cfg.OVS.TunPeerPatchPort,
+		DatapathType: cfg.OVS.DatapathType, MACTableSize: cfg.OVS.BridgeMACTableSize, IGMPSnooping: cfg.OVS.IGMPSnoopingEnable,
+		BridgeMappings: map[string]string{}, VXLANUDPPort: cfg.Agent.VXLANUDPPort,
+		DontFragment: cfg.Agent.DontFragment, TunnelCsum: cfg.Agent.TunnelCsum,
+	}
+	if cfg.TunnelingEnabled() {
+		sc.Tunnel = cfg.OVS.TunnelBridge
+	}
+	for _, bm := range cfg.OVS.BridgeMappings {
+		sc.BridgeMappings[bm.Physnet] = bm.Bridge
+	}
+	switch {
+	case cfg.Agent.DSCPInherit:
+		sc.TOS = "inherit"
+	case cfg.Agent.DSCPSet && cfg.Agent.DSCP > 0:
+		sc.TOS = strconv.Itoa(cfg.Agent.DSCP << 2)
+	}
+	return sc
+}
+
+func agentOptions(cfg *config.Config) agent.Options {
+	pc := pipeline.Config{
+		FirewallDriver: cfg.SecurityGroup.FirewallDriver, EnableSecurityGroup: cfg.SecurityGroup.EnableSecurityGroup,
+		L2Population: cfg.Agent.L2Population, ARPResponder: cfg.Agent.ARPResponder,
+		ExplicitlyEgressDirect: cfg.Agent.ExplicitlyEgressDirect,
+	}
+	for _, t := range cfg.Agent.TunnelTypes {
+		pc.TunnelTypes = append(pc.TunnelTypes, pipeline.NetworkType(t))
+	}
+	var fc firewall.Config
+	for _, e := range cfg.SecurityGroup.PermittedEthertypes {
+		if v, err := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(e), "0x"), 16, 16); err == nil {
+			fc.PermittedEthertypes = append(fc.PermittedEthertypes, uint16(v))
+		}
+	}
+	opt := agent.Options{
+		Host: cfg.Default.Host, TunnelTypes: cfg.Agent.TunnelTypes, L2Population: cfg.Agent.L2Population,
+		Pipeline: pc, Firewall: fc, BatchWindow: cfg.OVSAgent.BatchWindow,
+		ReportInterval: 0, // neutron.Reporter sends the reports
+		CanaryInterval: cfg.Agent.ReportInterval,
+	}
+	if cfg.TunnelingEnabled() {
+		opt.LocalIP = cfg.OVS.LocalIP
+	}
+	return opt
+}
+
+func agentConfigurations(cfg *config.Config, sys ovsdb.SystemInfo, devices int) neutron.AgentConfigurations {
+	bm := map[string]string{}
+	for _, m := range cfg.OVS.BridgeMappings {
+		bm[m.Physnet] = m.Bridge
+	}
+	c := neutron.AgentConfigurations{
+		BridgeMappings:                                    bm,
+		ResourceProviderInventoryDefaults:                 neutron.DefaultInventoryDefaults,
+		ResourceProviderPacketProcessingInventoryDefaults: neutron.DefaultInventoryDefaults,
+		ResourceProviderHypervisors:                       cfg.OVS.ResourceProviderHypervisors,
+		IntegrationBridge:                                 cfg.OVS.IntegrationBridge,
+		TunnelTypes:                                       cfg.Agent.TunnelTypes,
+		L2Population:                                      cfg.Agent.L2Population,
+		ARPResponderEnabled:                               cfg.Agent.ARPResponder && cfg.Agent.L2Population,
+		EnableDistributedRouting:                          cfg.Agent.EnableDistributedRouting,
+		LogAgentHeartbeats:                                cfg.Agent.LogAgentHeartbeats,
+		Extensions:                                        cfg.Agent.Extensions,
+		DatapathType:                                      cfg.OVS.DatapathType,
+		OVSCapabilities:                                   neutron.OVSCapabilities{DatapathTypes: sys.DatapathTypes, IfaceTypes: sys.IfaceTypes},
+		VhostuserSocketDir:                                cfg.OVS.VhostuserSocketDir,
+		OVSHybridPlug:                                     cfg.EffectiveFirewall() == config.FirewallIptablesHybrid,
+		Devices:                                           devices,
+	}
+	if cfg.TunnelingEnabled() {
+		c.TunnelingIP = cfg.OVS.LocalIP
+	}
+	return c
+}
+
+func rabbitTLS(cfg *config.Config) (*tls.Config, error) {
+	if !cfg.Rabbit.SSL {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cfg.Rabbit.SSLCAFile != "" {
+		pem, err := os.ReadFile(cfg.Rabbit.SSLCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("oslo_messaging_rabbit.ssl_ca_file %s: %w", cfg.Rabbit.SSLCAFile, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("oslo_messaging_rabbit.ssl_ca_file %s: no certificate found", cfg.Rabbit.SSLCAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if cfg.Rabbit.SSLCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.Rabbit.SSLCertFile, cfg.Rabbit.SSLKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("oslo_messaging_rabbit.ssl_cert_file %s: %w", cfg.Rabbit.SSLCertFile, err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// observer feeds the transport's counters into the metrics.
+type observer struct {
+	m           *metrics.Metrics
+	onReconnect func()
+}
+
+func (o observer) CallDone(method string, d time.Duration, err error) { o.m.ObserveRPC(method, d, err) }
+func (o observer) Dropped(topic, reason string)                       { o.m.IncMalformed(topic, reason) }
+func (o observer) Reconnected()                                       { o.onReconnect() }
+
+// explainHandler serves GET /explain/<port-id> from the running agent
+// (the metrics listener is bound to 127.0.0.1 by default).
+func explainHandler(ag *agent.Agent) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := strings.TrimPrefix(r.URL.Path, "/explain/")
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		e, err := ag.Explain(ctx, id)
+		if err != nil {
+			code := http.StatusServiceUnavailable
+			if errors.Is(err, agent.ErrUnknownPort) {
+				code = http.StatusNotFound
+			}
+			http.Error(w, err.Error(), code)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_ = e.Write(w)
+	})
+}
+
+// explain prints what the agent owns for one port: from the running
+// agent's /explain endpoint when it answers, else computed from OVSDB and
+// the server without changing anything. main's `explain PORT-ID` calls it.
+func explain(ctx context.Context, cfg *config.Config, log *slog.Logger, portID string, w io.Writer) error {
+	if addr := cfg.OVSAgent.MetricsListen; addr != "" {
+		hc := &http.Client{Timeout: 3 * time.Second}
+		if resp, err := hc.Get("http://" + addr + "/explain/" + portID); err == nil {
+			defer resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				_, err := io.Copy(w, resp.Body)
+				return err
+			}
+			if resp.StatusCode == http.StatusNotFound {
+				return fmt.Errorf("explain %s: %w", portID, agent.ErrUnknownPort)
+			}
+		}
+	}
+	oc, err := ovsdb.Dial(ctx, cfg.OVS.OVSDBConnection, ovsdb.Options{Timeout: cfg.OVS.OVSDBTimeout, Logger: log})
+	if err != nil {
+		return fmt.Errorf("ovsdb_connection %s: %w", cfg.OVS.OVSDBConnection, err)
+	}
+	defer oc.Close()
+	sw := agent.NewOVSDBSwitch(ctx, oc, switchConfig(cfg), log)
+	l, vif, err := sw.ExplainInputs(ctx, portID)
+	if err != nil {
+		return err
+	}
+	tr, err := oslo.Dial(ctx, oslo.Config{URL: cfg.Default.Transport, Host: cfg.Default.Host,
+		ControlExchange: cfg.Default.ControlExchange, ResponseTimeout: 10 * time.Second, Logger: log, DisableBackoff: true})
+	if err != nil {
+		return err
+	}
+	defer closeWithin(tr.Close, 2*time.Second)
+	client := neutron.NewClient(neutron.Oslo{T: tr}, cfg.Default.Host)
+	cache := neutron.NewCache(neutron.CacheOptions{Puller: client})
+	srv := &agent.NeutronServer{Client: client, Cache: cache, Host: cfg.Default.Host}
+	devs, failed, err := srv.Devices(ctx, []string{portID}, true)
+	if err != nil || len(failed) > 0 {
+		return fmt.Errorf("explain %s: device details from the server: %v", portID, err)
+	}
+	dev := devs[portID]
+	opt := agentOptions(cfg)
+	var groups map[string]firewall.SecurityGroup
+	var members map[string][]firewall.Member
+	if opt.Pipeline.OVSFirewall() && len(dev.SecurityGroups) > 0 {
+		if groups, members, err = srv.SecurityGroups(ctx, dev.SecurityGroups); err != nil {
+			return err
+		}
+	}
+	return agent.ExplainOffline(opt, l, vif, dev, groups, members).Write(w)
 }

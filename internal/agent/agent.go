@@ -38,6 +38,9 @@ type Options struct {
 	FDBWait time.Duration
 	// RetryMin and RetryMax bound the back-off of failed work.
 	RetryMin, RetryMax time.Duration
+	// RecordRPC makes the agent record its RPC calls in the metrics; off
+	// when the transport's observer already does.
+	RecordRPC bool
 }
 
 func (o *Options) defaults() {
@@ -68,6 +71,9 @@ type Deps struct {
 	// AfterBatch, when set, runs on the loop after every batch (tests wait
 	// on it instead of sleeping).
 	AfterBatch func(inSync bool)
+	// OnOVSRestart, when set, runs on the loop after ovs-vswitchd restarted
+	// (the state reporter re-adds start_flag then, like the reference).
+	OnOVSRestart func()
 }
 
 // Agent is the L2 agent: its state and the single loop that owns it. All
@@ -121,6 +127,7 @@ type Agent struct {
 	reportStart   atomic.Bool // next report carries start_flag
 	reportNow     chan struct{}
 	devices       atomic.Int64
+	syncFlag      atomic.Bool
 	lastBatchSent time.Time
 }
 
@@ -435,9 +442,22 @@ func sortedPhys(m map[string]PhysBridge) []PhysBridge {
 	return out
 }
 
-// InSync reports whether the last batch left the agent in sync. Safe from
-// any goroutine (it reads the metric's atomic).
+func (a *Agent) observeRPC(method string, d time.Duration, err error) {
+	if a.opt.RecordRPC {
+		a.d.Metrics.ObserveRPC(method, d, err)
+	}
+}
+
 func (a *Agent) devicesCount() int { return int(a.devices.Load()) }
+
+// Devices is the number of VIFs on br-int (report_state's "devices"). Safe
+// from any goroutine.
+func (a *Agent) Devices() int { return a.devicesCount() }
+
+// InSync reports whether the last batch left the agent in sync (dataplane
+// complete, stale flows swept, the server told about every port). Safe from
+// any goroutine.
+func (a *Agent) InSync() bool { return a.syncFlag.Load() }
 
 func errString(err error) string {
 	if err == nil {

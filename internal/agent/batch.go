@@ -115,6 +115,9 @@ func (a *Agent) handleOVSRestart(ctx context.Context) bool {
 	for _, t := range a.opt.TunnelTypes {
 		a.tunnelSync[t] = &retry{}
 	}
+	if a.d.OnOVSRestart != nil && len(a.opt.TunnelTypes) > 0 {
+		a.d.OnOVSRestart()
+	}
 	if len(a.opt.TunnelTypes) > 0 {
 		a.reportStart.Store(true)
 		select {
@@ -187,7 +190,7 @@ func (a *Agent) doTunnelSync(ctx context.Context) {
 		}
 		start := time.Now()
 		eps, err := a.d.Plugin.TunnelSync(ctx, a.opt.LocalIP, typ)
-		a.d.Metrics.ObserveRPC("tunnel_sync", time.Since(start), err)
+		a.observeRPC("tunnel_sync", time.Since(start), err)
 		if err != nil {
 			r.failures++
 			r.at = now.Add(a.backoff(r.failures))
@@ -218,7 +221,7 @@ func (a *Agent) fetchDetails(ctx context.Context) {
 	sort.Strings(ids)
 	start := time.Now()
 	devs, failed, err := a.d.Cache.Devices(ctx, ids, a.fresh)
-	a.d.Metrics.ObserveRPC("get_device_details", time.Since(start), err)
+	a.observeRPC("get_device_details", time.Since(start), err)
 	if err == nil && len(failed) == len(ids) {
 		err = errors.New("no device details")
 	}
@@ -736,7 +739,7 @@ func (a *Agent) reportDevices(ctx context.Context) {
 	if len(readded) > 0 {
 		start := time.Now()
 		_, err := a.d.Plugin.UpdateDeviceList(ctx, nil, readded, false)
-		a.d.Metrics.ObserveRPC("update_device_list", time.Since(start), err)
+		a.observeRPC("update_device_list", time.Since(start), err)
 		if err != nil {
 			a.reportFailed(readded, err)
 			return
@@ -754,7 +757,7 @@ func (a *Agent) reportDevices(ctx context.Context) {
 	a.d.Metrics.IncUpdateDeviceList()
 	start := time.Now()
 	res, err := a.d.Plugin.UpdateDeviceList(ctx, up, down, refresh)
-	a.d.Metrics.ObserveRPC("update_device_list", time.Since(start), err)
+	a.observeRPC("update_device_list", time.Since(start), err)
 	if err != nil {
 		a.reportFailed(append(up, down...), err)
 		return
@@ -837,6 +840,7 @@ func (a *Agent) updateSync() {
 		a.log.Info("agent: sync state", "in_sync", in)
 	}
 	a.inSync = in
+	a.syncFlag.Store(in)
 	a.d.Metrics.SetInSync(in)
 }
 

@@ -95,7 +95,7 @@ func (a *Agent) updateFirewall(ctx context.Context) {
 		if len(list) > 0 {
 			start := time.Now()
 			groups, members, err = a.d.Cache.SecurityGroups(ctx, list)
-			a.d.Metrics.ObserveRPC("security_group_info", time.Since(start), err)
+			a.observeRPC("security_group_info", time.Since(start), err)
 		}
 		if err != nil {
 			a.sgFails++

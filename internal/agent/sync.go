@@ -51,7 +51,7 @@ func (a *Agent) reportOnce(ctx context.Context) {
 	start := a.reportStart.Load()
 	t0 := time.Now()
 	res, err := a.d.Reporter.ReportState(ctx, start, a.devicesCount())
-	a.d.Metrics.ObserveRPC("report_state", time.Since(t0), err)
+	a.observeRPC("report_state", time.Since(t0), err)
 	if err != nil {
 		if ctx.Err() == nil {
 			a.log.Warn("agent: report_state failed", "err", err)

@@ -1,0 +1,288 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+
+	"github.com/ovsagent/ovsagent/internal/firewall"
+	"github.com/ovsagent/ovsagent/internal/neutron"
+)
+
+// NeutronServer is Plugin and Cache over internal/neutron: the typed RPC
+// client and the OVO resource cache.
+type NeutronServer struct {
+	Client *neutron.Client
+	Cache  *neutron.Cache
+	Host   string
+}
+
+// UpdateDeviceList implements Plugin.
+func (s *NeutronServer) UpdateDeviceList(ctx context.Context, up, down []string, refresh bool) (DeviceListResult, error) {
+	r, err := s.Client.UpdateDeviceList(ctx, up, down, refresh)
+	if err != nil {
+		return DeviceListResult{}, err
+	}
+	out := DeviceListResult{Up: r.DevicesUp, FailedUp: r.FailedDevicesUp, FailedDown: r.FailedDevicesDown}
+	for _, d := range r.DevicesDown {
+		out.Down = append(out.Down, d.Device)
+	}
+	return out, nil
+}
+
+// TunnelSync implements Plugin.
+func (s *NeutronServer) TunnelSync(ctx context.Context, ip, typ string) ([]TunnelEndpoint, error) {
+	ts, err := s.Client.TunnelSync(ctx, ip, typ)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TunnelEndpoint, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, TunnelEndpoint{IP: t.IPAddress, Host: t.Host})
+	}
+	return out, nil
+}
+
+// Devices implements Cache: one bulk_pull for the ports not cached (all of
+// them when fresh), one for their networks.
+func (s *NeutronServer) Devices(ctx context.Context, ids []string, fresh bool) (map[string]Device, []string, error) {
+	if fresh {
+		if err := s.Cache.Fill(ctx, neutron.TypePort, neutron.Filter{"id": ids}, true); err != nil {
+			return nil, nil, fmt.Errorf("neutron: refresh ports: %w", err)
+		}
+	}
+	// Fills we ask for are flagged agentRestarted: their cache events are
+	// the answer to this call, not news (see NotifyFromCache).
+	details, failed := s.Cache.DevicesDetails(ctx, ids, s.Host, true)
+	out := make(map[string]Device, len(details))
+	for _, d := range details {
+		out[d.Device] = deviceOf(d)
+	}
+	return out, failed, nil
+}
+
+func deviceOf(d neutron.DeviceDetails) Device {
+	out := Device{PortID: d.Device, Bound: d.Bound && !d.NoActiveBinding}
+	if !out.Bound {
+		return out
+	}
+	out.NetworkID, out.MAC, out.AdminStateUp, out.Status = d.NetworkID, d.MACAddress, d.AdminStateUp, d.Status
+	out.NetworkType, out.SegmentationID, out.PhysicalNetwork = d.NetworkType, d.SegmentationID, d.PhysicalNetwork
+	out.DeviceOwner, out.PortSecurity, out.SecurityGroups, out.MTU = d.DeviceOwner, d.PortSecurityEnabled, d.SecurityGroups, d.MTU
+	for _, ip := range d.FixedIPs {
+		out.FixedIPs = append(out.FixedIPs, FixedIP{SubnetID: ip.SubnetID, IP: ip.IPAddress})
+	}
+	for _, ap := range d.AllowedAddressPairs {
+		out.AllowedPairs = append(out.AllowedPairs, AddressPair{MAC: ap.MACAddress, IP: ap.IPAddress})
+	}
+	return out
+}
+
+// SecurityGroups implements Cache: the groups and rules from the cache
+// (pulled in bulk when missing), and the members of every remote group
+// (its ports' addresses) and address group the rules name.
+func (s *NeutronServer) SecurityGroups(ctx context.Context, ids []string) (map[string]firewall.SecurityGroup, map[string][]firewall.Member, error) {
+	if err := s.Cache.Ensure(ctx, neutron.TypeSecurityGroup, neutron.Filter{"id": ids}, true); err != nil {
+		return nil, nil, fmt.Errorf("neutron: security groups: %w", err)
+	}
+	if err := s.Cache.Ensure(ctx, neutron.TypeSecurityGroupRule, neutron.Filter{"security_group_id": ids}, true); err != nil {
+		return nil, nil, fmt.Errorf("neutron: security group rules: %w", err)
+	}
+	groups := map[string]firewall.SecurityGroup{}
+	remoteSGs, remoteAGs := map[string]bool{}, map[string]bool{}
+	for _, id := range ids {
+		sg := s.Cache.SecurityGroup(id)
+		g := firewall.SecurityGroup{ID: id}
+		if sg != nil {
+			g.Stateless = !sg.Stateful
+		}
+		for _, r := range s.Cache.RulesOf(id) {
+			fr, ok := ruleOf(r)
+			if !ok {
+				continue
+			}
+			g.Rules = append(g.Rules, fr)
+			if fr.RemoteGroupID != "" {
+				remoteSGs[fr.RemoteGroupID] = true
+			}
+			if fr.RemoteAddressGroupID != "" {
+				remoteAGs[fr.RemoteAddressGroupID] = true
+			}
+		}
+		groups[id] = g
+	}
+	members := map[string][]firewall.Member{}
+	if len(remoteSGs) > 0 {
+		rs := sortedKeys(remoteSGs)
+		if err := s.Cache.Ensure(ctx, neutron.TypePort, neutron.Filter{"security_group_ids": rs}, true); err != nil {
+			return nil, nil, fmt.Errorf("neutron: remote group members: %w", err)
+		}
+		for _, rg := range rs {
+			for _, p := range s.Cache.Ports(func(p *neutron.Port) bool { return hasString(p.SecurityGroupIDs, rg) }) {
+				members[rg] = append(members[rg], portMembers(p)...)
+			}
+		}
+	}
+	if len(remoteAGs) > 0 {
+		ags := sortedKeys(remoteAGs)
+		if err := s.Cache.Ensure(ctx, neutron.TypeAddressGroup, neutron.Filter{"id": ags}, true); err != nil {
+			return nil, nil, fmt.Errorf("neutron: address groups: %w", err)
+		}
+		for _, id := range ags {
+			ag := s.Cache.AddressGroup(id)
+			if ag == nil {
+				continue
+			}
+			for _, a := range ag.Addresses {
+				if p, ok := parsePrefix(a.Address); ok {
+					members[id] = append(members[id], firewall.Member{IP: p})
+				}
+			}
+		}
+	}
+	return groups, members, nil
+}
+
+func hasString(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func portMembers(p *neutron.Port) []firewall.Member {
+	mac, _ := net.ParseMAC(p.MACAddress)
+	var out []firewall.Member
+	for _, ip := range p.FixedIPs {
+		if a, err := netip.ParseAddr(ip.IPAddress); err == nil {
+			out = append(out, firewall.Member{IP: netip.PrefixFrom(a, a.BitLen()), MAC: mac})
+		}
+	}
+	for _, ap := range p.AllowedAddressPairs {
+		pfx, ok := parsePrefix(ap.IPAddress)
+		if !ok {
+			continue
+		}
+		m := mac
+		if ap.MACAddress != "" {
+			if pm, err := net.ParseMAC(ap.MACAddress); err == nil {
+				m = pm
+			}
+		}
+		out = append(out, firewall.Member{IP: pfx, MAC: m})
+	}
+	return out
+}
+
+func ruleOf(r *neutron.SecurityGroupRule) (firewall.Rule, bool) {
+	dir, err := firewall.ParseDirection(r.Direction)
+	if err != nil {
+		return firewall.Rule{}, false
+	}
+	et, err := firewall.ParseEtherType(r.Ethertype)
+	if err != nil {
+		return firewall.Rule{}, false
+	}
+	fr := firewall.Rule{ID: r.ID, Direction: dir, EtherType: et, Protocol: strings.ToLower(string(r.Protocol)),
+		PortRangeMin: r.PortRangeMin, PortRangeMax: r.PortRangeMax,
+		RemoteGroupID: r.RemoteGroupID, RemoteAddressGroupID: r.RemoteAddressGroupID}
+	prefix := r.RemoteIPPrefix
+	if r.NormalizedCIDR != "" {
+		prefix = r.NormalizedCIDR
+	}
+	if prefix != "" {
+		if p, ok := parsePrefix(prefix); ok {
+			fr.RemoteIPPrefix = p
+		}
+	}
+	return fr, true
+}
+
+// NotifyFromCache turns a resource-cache event into agent events, through
+// the reference's synthesised notifications (spec §3.2). Use it as (part
+// of) neutron.CacheOptions.OnEvent.
+func NotifyFromCache(a *Agent, host string, ev neutron.Event) {
+	for _, n := range neutron.Synthesize(ev) {
+		switch n.Kind {
+		case neutron.PortUpdate:
+			if !n.AgentRestarted {
+				a.Notify(PortChanged{PortID: n.PortID})
+			}
+		case neutron.PortDelete:
+			a.Notify(PortDeleted{PortID: n.PortID})
+		case neutron.NetworkUpdate:
+			a.Notify(NetworkChanged{NetworkID: n.NetworkID})
+		case neutron.BindingActivate, neutron.BindingDeactivate:
+			if n.Host == host {
+				a.Notify(PortChanged{PortID: n.PortID})
+			}
+		case neutron.SecurityGroupsRuleUpdated, neutron.SecurityGroupsMemberUpdated:
+			a.Notify(SecurityGroupChanged{GroupIDs: n.SecurityGroups})
+		case neutron.AddressGroupUpdated, neutron.AddressGroupDeleted:
+			a.Notify(SecurityGroupChanged{})
+		}
+	}
+}
+
+// NeutronHandler is neutron.NotificationHandler feeding the agent (tunnel
+// and l2population casts).
+type NeutronHandler struct{ A *Agent }
+
+var _ neutron.NotificationHandler = NeutronHandler{}
+
+func (h NeutronHandler) TunnelUpdate(_ context.Context, ev neutron.TunnelEvent) error {
+	h.A.Notify(TunnelUpdate{IP: ev.TunnelIP, Type: ev.TunnelType})
+	return nil
+}
+
+func (h NeutronHandler) TunnelDelete(_ context.Context, ev neutron.TunnelEvent) error {
+	h.A.Notify(TunnelDelete{IP: ev.TunnelIP, Type: ev.TunnelType})
+	return nil
+}
+
+func (h NeutronHandler) FDBAdd(_ context.Context, e neutron.FDBEntries) error {
+	h.A.Notify(FDBAdd{Entries: fdbOf(e)})
+	return nil
+}
+
+func (h NeutronHandler) FDBRemove(_ context.Context, e neutron.FDBEntries) error {
+	h.A.Notify(FDBRemove{Entries: fdbOf(e)})
+	return nil
+}
+
+func (h NeutronHandler) FDBUpdate(_ context.Context, u neutron.FDBUpdate) error {
+	out := FDBUpdate{ChgIP: map[string]map[string]FDBChange{}}
+	for netID, agents := range u.ChgIP {
+		m := map[string]FDBChange{}
+		for ip, c := range agents {
+			m[ip] = FDBChange{Before: pairsOf(c.Before), After: pairsOf(c.After)}
+		}
+		out.ChgIP[netID] = m
+	}
+	h.A.Notify(out)
+	return nil
+}
+
+func fdbOf(e neutron.FDBEntries) FDBEntries {
+	out := FDBEntries{}
+	for netID, n := range e {
+		f := FDBNetwork{SegmentID: n.SegmentID, NetworkType: n.NetworkType, Ports: map[string][][2]string{}}
+		for ip, ps := range n.Ports {
+			f.Ports[ip] = pairsOf(ps)
+		}
+		out[netID] = f
+	}
+	return out
+}
+
+func pairsOf(ps []neutron.PortInfo) [][2]string {
+	out := make([][2]string, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, [2]string{p.MAC, p.IP})
+	}
+	return out
+}
