@@ -132,6 +132,13 @@ func newTransport(t testing.TB, exchange, host string, mod ...func(*Config)) *te
 		if err := tr.Close(); err != nil {
 			t.Errorf("close: %v", err)
 		}
+		// Reply and fanout queues outlive their process by x-expires (30 min); tests
+		// remove theirs at once.
+		ch := rawChannel(t)
+		_, _ = ch.QueueDelete(tr.ReplyQueue(), false, false, false)
+		for _, s := range tr.servers {
+			_, _ = ch.QueueDelete(s.fanoutQ, false, false, false)
+		}
 		if t.Failed() || os.Getenv("OSLO_TEST_LOGS") != "" {
 			logs.dump(t)
 		}

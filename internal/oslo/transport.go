@@ -256,6 +256,7 @@ func (t *Transport) Close() error {
 func (t *Transport) run(first chan<- error) {
 	defer t.wg.Done()
 	attempt := 0
+	setupFailures := 0 // consecutive connections whose consumers could not be declared
 	hadSession := false
 	for t.ctx.Err() == nil {
 		sess, err := t.connect(attempt)
@@ -276,9 +277,11 @@ func (t *Transport) run(first chan<- error) {
 		closed := sess.conn.NotifyClose(make(chan *amqp.Error, 1))
 		servers, wantReply, callbacks := t.activate(sess)
 		if err := t.declareAll(sess, servers, wantReply); err != nil {
-			t.log.Warn("oslo: declaring consumers failed, reconnecting", "err", err)
+			setupFailures++
+			t.log.Warn("oslo: declaring consumers failed, reconnecting", "err", err, "retry_in", t.retryDelay(setupFailures))
 			_ = sess.conn.Close()
 		} else {
+			setupFailures = 0
 			t.log.Info("oslo: connected", "url", t.cfg.URL.String(), "reply_queue", t.replyQ, "reconnect", hadSession)
 			if hadSession {
 				t.mu.Lock()
@@ -311,7 +314,7 @@ func (t *Transport) run(first chan<- error) {
 			_ = sess.conn.Close()
 			return
 		}
-		if !sleepCtx(t.ctx, t.cfg.RetryInterval) {
+		if !sleepCtx(t.ctx, t.retryDelay(setupFailures)) {
 			return
 		}
 	}
