@@ -116,7 +116,13 @@ func (c *Client) EnsureBridges(ctx context.Context, specs ...BridgeSpec) (int, e
 	if err := c.transact(ctx, "ensure bridges", ops, true); err != nil {
 		return 0, err
 	}
-	return len(ops), nil
+	// A bridge whose datapath cannot be opened keeps its rows but has no
+	// valid ofport on its internal port.
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Name
+	}
+	return len(ops), c.checkOfports(ctx, names)
 }
 
 func newBridgeOps(root string, s BridgeSpec, seq int) []ovsdb.Operation {

@@ -278,3 +278,47 @@ func TestDialRejectsUnsupported(t *testing.T) {
 		t.Fatal("ssl accepted")
 	}
 }
+
+// The reference's default ovsdb_connection is tcp:127.0.0.1:6640; with tcp
+// the run directory comes from Open_vSwitch external_ids:rundir (ovs-ctl sets it).
+func TestDialTCP(t *testing.T) {
+	o := ovstest.Start(t, ovstest.Options{RootNetNS: true})
+	var port int
+	for i := 0; ; i++ {
+		port = 20000 + int(time.Now().UnixNano()%30000)
+		out, err := execOut("ovs-appctl", "-t", filepath.Join(o.Dir, "ovsdb-server.ctl"),
+			"ovsdb-server/add-remote", fmt.Sprintf("ptcp:%d:127.0.0.1", port))
+		if err == nil && !strings.Contains(out, "error") {
+			break
+		}
+		if i == 5 {
+			t.Fatalf("add-remote: %v %s", err, out)
+		}
+	}
+	vsctl(t, o, "set", "Open_vSwitch", ".", "external_ids:rundir="+o.Dir)
+	ctx := testCtx(t)
+	var c *Client
+	var err error
+	for i := 0; i < 50; i++ { // the listener opens on ovsdb-server's next loop
+		if c, err = Dial(ctx, fmt.Sprintf("tcp:127.0.0.1:%d", port), Options{Timeout: time.Second}); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	t.Setenv("OVS_RUNDIR", "")
+	if c.RunDir() != o.Dir {
+		t.Fatalf("RunDir %s, want %s", c.RunDir(), o.Dir)
+	}
+	// (No bridges here: in the root namespace a second ovs-vswitchd cannot
+	// open the netdev datapath while the system one holds ovs-netdev.)
+	if err := c.WaitApplied(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if si, err := c.System(ctx); err != nil || si.ExternalIDs["rundir"] != o.Dir {
+		t.Fatalf("system %+v %v", si, err)
+	}
+}

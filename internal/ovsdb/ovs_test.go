@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -184,9 +185,7 @@ func TestEnsureTopologyIdempotent(t *testing.T) {
 		if filepath.Dir(s) != o.Dir {
 			t.Errorf("MgmtSocket(%s) = %s", br, s)
 		}
-		if _, err := os.Stat(s); err != nil {
-			t.Errorf("mgmt socket: %v", err)
-		}
+		waitFor(t, func() bool { _, err := os.Stat(s); return err == nil })
 	}
 
 	// Drift is repaired; a deleted tunnel port is re-created.
@@ -472,6 +471,32 @@ func TestEnsureWithVswitchdDown(t *testing.T) {
 	for _, p := range ports {
 		if p.Ofport <= 0 {
 			t.Errorf("%s ofport %d", p.Name, p.Ofport)
+		}
+	}
+}
+
+// A tunnel port ovs-vswitchd rejects is reported with its error, the others
+// are created.
+func TestEnsureTunnelPortFailure(t *testing.T) {
+	o := ovstest.Start(t)
+	c := dial(t, o)
+	ctx := testCtx(t)
+	br := uniq(t) + "-tun"
+	if _, err := c.EnsureBridges(ctx, BridgeSpec{Name: br, DatapathType: DatapathNetdev}); err != nil {
+		t.Fatal(err)
+	}
+	good := TunnelPort{Bridge: br, Type: "vxlan", RemoteIP: "10.0.0.2", LocalIP: "10.0.0.1", DontFragment: true}
+	bad := TunnelPort{Bridge: br, Name: "vxlan-bad", Type: "vxlan", RemoteIP: "not-an-ip", LocalIP: "10.0.0.1"}
+	_, err := c.EnsureTunnelPorts(ctx, good, bad)
+	var fe *FailedPortsError
+	if !errors.As(err, &fe) || len(fe.Ports) != 1 || fe.Ports["vxlan-bad"] == "" {
+		t.Fatalf("err %v", err)
+	}
+	t.Logf("%v", err)
+	ports, _ := c.BridgePorts(ctx, br)
+	for _, p := range ports {
+		if p.Name == "vxlan-0a000002" && p.Ofport <= 0 {
+			t.Fatalf("good tunnel ofport %d", p.Ofport)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/ovn-kubernetes/libovsdb/ovsdb"
 )
@@ -194,7 +195,56 @@ func (c *Client) ensurePorts(ctx context.Context, what string, want []wantPort) 
 	if err := c.transact(ctx, what, ops, true); err != nil {
 		return 0, err
 	}
-	return len(ops), nil
+	names := make([]string, len(want))
+	for i, w := range want {
+		names[i] = w.name
+	}
+	return len(ops), c.checkOfports(ctx, names)
+}
+
+// FailedPortsError lists ports ovs-vswitchd could not bring up (no valid
+// ofport once it applied the change), with the Interface's error column. The
+// rows are committed; the caller decides (the reference exits for patch
+// ports and skips a failed tunnel).
+type FailedPortsError struct {
+	Ports map[string]string // name -> Interface error (may be empty)
+}
+
+func (e *FailedPortsError) Error() string {
+	var parts []string
+	for _, n := range slices.Sorted(maps.Keys(e.Ports)) {
+		parts = append(parts, fmt.Sprintf("%s (%s)", n, e.Ports[n]))
+	}
+	return "ovsdb: ovs-vswitchd could not create ports: " + strings.Join(parts, ", ")
+}
+
+// checkOfports runs after ovs-vswitchd acknowledged the change, so the cache
+// holds the ofports it assigned.
+func (c *Client) checkOfports(ctx context.Context, names []string) error {
+	v, err := c.readView(ctx, false)
+	if err != nil {
+		return err
+	}
+	failed := map[string]string{}
+	for _, n := range names {
+		p := v.portByName[n]
+		if p == nil {
+			failed[n] = "port missing"
+			continue
+		}
+		ifc := v.iface(p)
+		if ifc == nil {
+			failed[n] = "interface missing"
+			continue
+		}
+		if deref(ifc.Ofport) <= 0 {
+			failed[n] = deref(ifc.Error)
+		}
+	}
+	if len(failed) > 0 {
+		return &FailedPortsError{Ports: failed}
+	}
+	return nil
 }
 
 // DeletePorts removes ports from bridge in one transaction; names not on the
