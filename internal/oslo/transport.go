@@ -275,6 +275,16 @@ func (t *Transport) run(first chan<- error) {
 		}
 		attempt = 0
 		closed := sess.conn.NotifyClose(make(chan *amqp.Error, 1))
+		blocked := sess.conn.NotifyBlocked(make(chan amqp.Blocking, 4))
+		go func() { // ends when the connection closes the channel
+			for b := range blocked {
+				if b.Active {
+					t.log.Warn("oslo: broker blocked publishing on this connection (resource alarm)", "reason", b.Reason)
+				} else {
+					t.log.Info("oslo: broker unblocked publishing")
+				}
+			}
+		}()
 		servers, wantReply, callbacks := t.activate(sess)
 		if err := t.declareAll(sess, servers, wantReply); err != nil {
 			setupFailures++
