@@ -1,11 +1,25 @@
 // Package ovsdb is the agent's narrow client of the Open_vSwitch database: it
 // ensures bridges, patch pairs and tunnel ports the way the reference agent
 // lays them out, writes port tags and other_config in batches, and watches
-// br-int for VM ports. It talks OVSDB (libovsdb) only; it never runs ovs-vsctl.
+// bridges for VM ports. It talks OVSDB (libovsdb) only; it never runs ovs-vsctl.
+//
+// Usage, in the agent's order:
+//
+//	c, err := ovsdb.Dial(ctx, cfg.OVSDBConnection, ovsdb.Options{}) // tcp:… or unix:…; retries until ctx ends
+//	ok, _ := c.BridgeExists(ctx, "br-phys")                          // bridge_mappings bridges must pre-exist
+//	c.EnsureBridges(ctx, ovsdb.ReferenceBridge("br-int", "netdev", 50000, true, false), …)
+//	c.EnsurePatchPorts(ctx, ovsdb.PatchPair("br-int", "patch-tun", "br-tun", "patch-int")...)
+//	c.EnsureTunnelPorts(ctx, ovsdb.TunnelPort{Bridge: "br-tun", Type: "vxlan", RemoteIP: …, LocalIP: …})
+//	ports, _ := c.BridgePorts(ctx, "br-int")                         // ofports, tags, other_config (VLAN adoption)
+//	m := c.WatchPorts(ctx, "br-int")                                 // VM port deltas on m.Events()
+//	c.SetPortBindings(ctx, []ovsdb.PortBinding{…})                    // one transaction for all ports
 //
 // Every write is one transaction built from the difference between what is
-// wanted and what the monitor cache holds, so a repeated call that finds
-// nothing to change sends nothing.
+// wanted and what the monitor cache holds (after a round trip that brings the
+// cache up to date), so a repeated call that finds nothing to change sends
+// nothing. Ensure* wait until ovs-vswitchd has applied the change (next_cfg /
+// cur_cfg, as ovs-vsctl does), so ofports are known when they return, and
+// report ports ovs-vswitchd could not create as *FailedPortsError.
 package ovsdb
 
 // The models are generated from the schema of the OVS we target (3.1, schema

@@ -322,3 +322,35 @@ func TestDialTCP(t *testing.T) {
 		t.Fatalf("system %+v %v", si, err)
 	}
 }
+
+func TestWatchBridges(t *testing.T) {
+	o := ovstest.Start(t)
+	c := dial(t, o)
+	ctx := testCtx(t)
+	p := uniq(t)
+	phys, absent := p+"-ph", p+"-no"
+	vsctl(t, o, "add-br", phys, "--", "set", "Bridge", phys, "datapath_type=netdev")
+	ch := c.WatchBridges(ctx, phys, absent)
+	next := func() []BridgeEvent {
+		t.Helper()
+		select {
+		case b := <-ch:
+			return b
+		case <-time.After(15 * time.Second):
+			t.Fatal("no bridge event")
+		}
+		return nil
+	}
+	if b := next(); len(b) != 1 || b[0].Name != phys || b[0].Removed {
+		t.Fatalf("initial %+v", b)
+	}
+	// Re-created by an operator: removed + added (new row).
+	vsctl(t, o, "del-br", phys, "--", "add-br", phys, "--", "set", "Bridge", phys, "datapath_type=netdev")
+	if b := next(); len(b) != 2 || !b[0].Removed || b[1].Removed || b[0].UUID == b[1].UUID {
+		t.Fatalf("re-created %+v", b)
+	}
+	vsctl(t, o, "del-br", phys)
+	if b := next(); len(b) != 1 || !b[0].Removed {
+		t.Fatalf("deleted %+v", b)
+	}
+}
