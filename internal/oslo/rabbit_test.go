@@ -569,3 +569,27 @@ func TestReplyRetriedUntilQueueExists(t *testing.T) {
 		t.Fatalf("reply %+v %v", r, err)
 	}
 }
+
+// TestDurableControlExchangeAccepted: when an operator's config made the control exchange
+// durable, declaring it non-durable is refused ("inequivalent arg 'durable'"); publisher
+// and server fall back to the existing exchange instead of failing.
+func TestDurableControlExchangeAccepted(t *testing.T) {
+	ex, topic := uniq("ovsagent-test"), uniq("t-durable")
+	cleanupTopic(t, ex, topic, "srv")
+	if err := rawChannel(t).ExchangeDeclare(ex, "topic", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	srv := newTransport(t, ex, "srv")
+	cli := newTransport(t, ex, "cli")
+	casts := make(chan *Request, 1)
+	if err := srv.Serve(topic, echoEndpoint("srv", casts)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Call(context.Background(), Target{Topic: topic}, "echo", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.Cast(context.Background(), Target{Topic: topic}, "note", nil); err != nil {
+		t.Fatal(err)
+	}
+	recvT(t, casts, "cast through a durable exchange")
+}
