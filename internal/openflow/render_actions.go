@@ -20,15 +20,13 @@ func (Opaque) isAction() {}
 func FormatActions(acts []Action) string {
 	var b strings.Builder
 	for _, a := range acts {
-		n := b.Len()
-		if n > 0 {
+		if _, ok := a.(Drop); ok {
+			continue
+		}
+		if b.Len() > 0 {
 			b.WriteByte(',')
 		}
-		if !writeAction(&b, a) && n > 0 {
-			s := b.String()[:n]
-			b.Reset()
-			b.WriteString(s)
-		}
+		writeAction(&b, a)
 	}
 	if b.Len() == 0 {
 		return "drop"
@@ -197,8 +195,8 @@ func formatSubfield(r FieldRef) string {
 	return fi.nxm + "[" + strconv.Itoa(int(r.Ofs)) + ".." + strconv.Itoa(int(r.Ofs)+n-1) + "]"
 }
 
-func writeCT(b *strings.Builder, a CT) {
-	b.WriteString("ct(")
+func writeCT(out *strings.Builder, a CT) {
+	var b strings.Builder
 	if a.Commit {
 		b.WriteString("commit,")
 	}
@@ -224,10 +222,9 @@ func writeCT(b *strings.Builder, a CT) {
 		b.WriteString(FormatActions(a.Exec))
 		b.WriteString("),")
 	}
-	s := strings.TrimSuffix(b.String(), ",")
-	b.Reset()
-	b.WriteString(s)
-	b.WriteByte(')')
+	out.WriteString("ct(")
+	out.WriteString(strings.TrimSuffix(b.String(), ","))
+	out.WriteByte(')')
 }
 
 func refBits(r FieldRef) int {
