@@ -5,6 +5,7 @@
 //	          --config-file /etc/neutron/plugins/ml2/openvswitch_agent.ini \
 //	          [--config-dir DIR] [--log-file FILE] [--debug]
 //	ovs-agent check-config --config-file ...   # validate, print "configuration OK"
+//	ovs-agent explain --config-file ... PORT-ID # how a port is wired, and why (read-only)
 //
 // Exit codes: 0 stopped by SIGTERM/SIGINT, 1 bad configuration or the agent
 // failed, 2 bad command line.
@@ -44,6 +45,7 @@ func (f sourceFlag) Set(v string) error {
 
 type cliOptions struct {
 	sources   []config.Source
+	args      []string // positional arguments
 	logFile   string
 	logFormat string
 	debug     bool
@@ -63,11 +65,16 @@ func parseFlags(name string, args []string, stderr io.Writer) (*cliOptions, erro
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json (ovsagent addition)")
 	fs.BoolVar(&o.debug, "debug", false, "log at debug level")
 	fs.BoolVar(&o.debug, "d", false, "shorthand for --debug")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	// positional arguments may come before, between or after the flags
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		o.args = append(o.args, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
 	if o.logFormat != "text" && o.logFormat != "json" {
 		return nil, fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
@@ -83,8 +90,40 @@ func parseFlags(name string, args []string, stderr io.Writer) (*cliOptions, erro
 }
 
 func realMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "explain" {
+		o, err := parseFlags("ovs-agent explain", args[1:], stderr)
+		if err == nil && len(o.args) != 1 {
+			err = fmt.Errorf("usage: ovs-agent explain [--config-file FILE]... PORT-ID")
+			fmt.Fprintln(stderr, err)
+		}
+		if err != nil {
+			return 2
+		}
+		cfg, err := config.Load(o.sources, config.Options{})
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		log, closeLog, err := newLogger(o, cfg, stderr)
+		if err != nil {
+			fmt.Fprintln(stderr, "ovs-agent:", err)
+			return 1
+		}
+		defer closeLog()
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		if err := explain(ctx, cfg, log, o.args[0], stdout); err != nil {
+			fmt.Fprintln(stderr, "ovs-agent explain:", err)
+			return 1
+		}
+		return 0
+	}
 	if len(args) > 0 && args[0] == "check-config" {
 		o, err := parseFlags("ovs-agent check-config", args[1:], stderr)
+		if err == nil && len(o.args) > 0 {
+			err = fmt.Errorf("unexpected argument %q", o.args[0])
+			fmt.Fprintln(stderr, "ovs-agent check-config:", err)
+		}
 		if err != nil {
 			return 2
 		}
@@ -97,6 +136,9 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	}
 
 	o, err := parseFlags("ovs-agent", args, stderr)
+	if err == nil && len(o.args) > 0 {
+		err = fmt.Errorf("unexpected argument %q (subcommands: check-config, explain)", o.args[0])
+	}
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

@@ -31,6 +31,16 @@ func TestCheckConfig(t *testing.T) {
 	if rc := realMain([]string{"check-config", "--nope"}, &out, &errb); rc != 2 {
 		t.Fatalf("bad flag: rc=%d", rc)
 	}
+	if rc := realMain([]string{"check-config", "--config-file", good, "extra"}, &out, &errb); rc != 2 {
+		t.Fatalf("extra argument: rc=%d", rc)
+	}
+	if rc := realMain([]string{"explain", "--config-file", good}, &out, &errb); rc != 2 {
+		t.Fatalf("explain without a port: rc=%d", rc)
+	}
+	o, err := parseFlags("x", []string{"PORT", "--config-file", good, "--debug"}, &errb)
+	if err != nil || len(o.args) != 1 || o.args[0] != "PORT" || len(o.sources) != 1 || !o.debug {
+		t.Fatalf("positional before flags: %+v %v", o, err)
+	}
 }
 
 func TestLogger(t *testing.T) {
