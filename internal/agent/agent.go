@@ -269,6 +269,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		}
 		for _, ev := range a.drainInbox() {
+			a.log.Debug("agent: event", "type", fmt.Sprintf("%T", ev), "ev", ev)
 			a.onEvent(ev)
 		}
 		start := time.Now()

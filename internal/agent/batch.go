@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/netip"
 	"sort"
@@ -54,17 +55,28 @@ func (a *Agent) batch(ctx context.Context) {
 		a.startResync(a.resync)
 		a.resync = ""
 	}
+	t0 := time.Now()
 	a.doTunnelSync(ctx)
 	a.fetchDetails(ctx)
+	t1 := time.Now()
 	settings := a.decidePorts()
 	a.releaseIdleNetworks()
 	a.reconcileTunnels(ctx)
+	t2 := time.Now()
 	a.writePorts(ctx, settings)
+	t3 := time.Now()
 	a.updateFirewall(ctx)
-	if a.applyFlows(ctx) {
+	owners := len(a.dirtyOwner)
+	flowsOK := a.applyFlows(ctx)
+	t4 := time.Now()
+	if flowsOK {
 		a.reportDevices(ctx)
 	}
 	a.updateSync()
+	if a.log.Enabled(ctx, slog.LevelDebug) {
+		a.log.Debug("agent: batch", "details", t1.Sub(t0), "wire", t2.Sub(t1), "ovsdb", t3.Sub(t2), "port_writes", len(settings),
+			"flows", t4.Sub(t3), "owners", owners, "report", time.Since(t4), "in_sync", a.inSync)
+	}
 }
 
 // canary checks br-int's table 23 flow: gone means ovs-vswitchd restarted.
@@ -755,6 +767,7 @@ func (a *Agent) reportDevices(ctx context.Context) {
 		}
 	}
 	a.d.Metrics.IncUpdateDeviceList()
+	a.log.Debug("agent: update_device_list", "up", up, "down", down, "refresh_tunnels", refresh)
 	start := time.Now()
 	res, err := a.d.Plugin.UpdateDeviceList(ctx, up, down, refresh)
 	a.observeRPC("update_device_list", time.Since(start), err)

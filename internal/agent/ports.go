@@ -79,6 +79,7 @@ func (a *Agent) port(id string) *portRec {
 }
 
 func (a *Agent) onPortEvent(ev PortEvent) {
+	a.log.Debug("agent: port event", "kind", ev.Kind, "port", ev.VIF.PortID, "ofport", ev.VIF.OFPort, "snapshot", len(ev.Snapshot))
 	seen := ev.Seen
 	if seen.IsZero() {
 		seen = a.now()
