@@ -59,7 +59,7 @@ type ConjIDs struct {
 // NeededConjKeys lists the keys the state's filtered ports use, sorted.
 func NeededConjKeys(st *State) []ConjKey {
 	set := map[ConjKey]bool{}
-	idx := newRulesIndex(st.Groups)
+	idx := newRulesIndex(st)
 	for _, p := range st.Ports {
 		for _, k := range portConjKeys(p, idx) {
 			set[k] = true
@@ -183,7 +183,7 @@ func RecoverConjIDs(installed []of.Flow, st *State) ConjIDs {
 		hints[k][block] = true
 	}
 	claims := map[ConjKey]map[uint32]bool{}
-	idx := newRulesIndex(st.Groups)
+	idx := newRulesIndex(st)
 	for _, p := range st.Ports {
 		keys := portConjKeys(p, idx)
 		for _, k := range keys {
@@ -263,7 +263,7 @@ func conjVLANs(st *State, ids ConjIDs, idx *rulesIndex) map[uint16]map[ConjKey]m
 
 // ConjVLANs lists the VLANs that have address flows (OwnerConj), sorted.
 func ConjVLANs(st *State, ids ConjIDs) []uint16 {
-	m := conjVLANs(st, ids, newRulesIndex(st.Groups))
+	m := conjVLANs(st, ids, newRulesIndex(st))
 	out := make([]uint16, 0, len(m))
 	for v := range m {
 		out = append(out, v)
@@ -278,7 +278,7 @@ func ConjVLANs(st *State, ids ConjIDs) []uint16 {
 // remote contains it, one flow per priority, in both conntrack variants
 // (one untracked flow for stateless keys).
 func ConjFlows(st *State, ids ConjIDs, vlan uint16) []of.Flow {
-	return conjFlowsFor(st, vlan, conjVLANs(st, ids, newRulesIndex(st.Groups))[vlan])
+	return conjFlowsFor(st, vlan, conjVLANs(st, ids, newRulesIndex(st))[vlan])
 }
 
 func conjFlowsFor(st *State, vlan uint16, keys map[ConjKey]map[uint32]bool) []of.Flow {

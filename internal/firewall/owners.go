@@ -28,7 +28,7 @@ func Owners(st *State, ids ConjIDs) []string {
 // Compute returns the flows of every owner.
 func Compute(st *State, ids ConjIDs) map[string][]of.Flow {
 	out := map[string][]of.Flow{OwnerBase: BaseFlows(st.Config)}
-	idx := newRulesIndex(st.Groups)
+	idx := newRulesIndex(st)
 	for id, p := range st.Ports {
 		out[OwnerPort(id)] = portFlows(st, p, ids, idx)
 	}
@@ -100,7 +100,7 @@ func ChangedOwners(prev, next *State, prevIDs, nextIDs ConjIDs) []string {
 		}
 		return sortedOwners(set)
 	}
-	nidx := newRulesIndex(next.Groups)
+	nidx := newRulesIndex(next)
 	groupChanged := map[string]bool{}
 	for id, g := range next.Groups {
 		og, ok := prev.Groups[id]
@@ -122,7 +122,31 @@ func ChangedOwners(prev, next *State, prevIDs, nextIDs ConjIDs) []string {
 			set[OwnerPort(id)] = true
 		}
 	}
-	pv, nv := conjVLANs(prev, prevIDs, newRulesIndex(prev.Groups)), conjVLANs(next, nextIDs, nidx)
+	// A shared MAC moving between claimants changes both ports' table 73.
+	pw, nw := macWinners(prev.Ports), macWinners(next.Ports)
+	for k, w := range nw {
+		if pw[k] != w {
+			set[OwnerPort(w)] = true
+			if old, ok := pw[k]; ok {
+				set[OwnerPort(old)] = true
+			}
+		}
+	}
+	for k, w := range pw {
+		if _, ok := nw[k]; !ok {
+			set[OwnerPort(w)] = true
+		}
+	}
+	for o := range set {
+		if _, id, _ := ParseOwner(o); id != "" {
+			if _, inPrev := prev.Ports[id]; !inPrev {
+				if _, inNext := next.Ports[id]; !inNext {
+					delete(set, o)
+				}
+			}
+		}
+	}
+	pv, nv := conjVLANs(prev, prevIDs, newRulesIndex(prev)), conjVLANs(next, nextIDs, nidx)
 	for v, nk := range nv {
 		pk, ok := pv[v]
 		if !ok || !reflect.DeepEqual(pk, nk) {

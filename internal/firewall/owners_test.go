@@ -3,6 +3,7 @@ package firewall
 import (
 	"net/netip"
 	"reflect"
+	"strings"
 	"testing"
 
 	of "github.com/ovsagent/ovsagent/internal/openflow"
@@ -209,4 +210,50 @@ func flatten(m map[string][]of.Flow) []of.Flow {
 		out = append(out, fs...)
 	}
 	return out
+}
+
+// Two ports on one VLAN sharing an allowed-address-pair MAC: one table-73
+// entry, owned by the port whose own MAC it is, else the lowest ofport.
+func TestSharedAAPMAC(t *testing.T) {
+	st := onePort(SecurityGroup{ID: sgA})
+	vip := mac("fa:16:3e:00:00:ee")
+	p1 := st.Ports["p1"]
+	p1.AllowedAddressPairs = []AddressPair{{MAC: vip, IP: pfx("10.0.0.200/32")}}
+	st.Ports["p1"] = p1
+	p2 := p1
+	p2.ID, p2.OFPort, p2.MAC = "p2", 3, mac("fa:16:3e:00:00:02")
+	st.Ports["p2"] = p2
+	ids := AssignConjIDs(ConjIDs{}, NeededConjKeys(st))
+	has := func(st *State, id string) bool {
+		for _, l := range lines(PortFlows(st, st.Ports[id], ids)) {
+			if strings.Contains(l, "dl_dst=fa:16:3e:00:00:ee") {
+				return true
+			}
+		}
+		return false
+	}
+	if has(st, "p1") || !has(st, "p2") {
+		t.Fatalf("lowest ofport (p2) must win: p1=%v p2=%v", has(st, "p1"), has(st, "p2"))
+	}
+	// A third port whose own MAC it is takes it; both losers' owners change.
+	next := cloneState(st)
+	p3 := p1
+	p3.ID, p3.OFPort, p3.MAC, p3.AllowedAddressPairs = "p3", 9, vip, nil
+	next.Ports["p3"] = p3
+	if has(next, "p2") || !has(next, "p3") {
+		t.Fatal("own MAC must win")
+	}
+	_, changed := Update(st, next, ids)
+	if !reflect.DeepEqual(changed, []string{OwnerPort("p2"), OwnerPort("p3")}) {
+		t.Fatalf("changed %v", changed)
+	}
+	seen := map[string]string{}
+	for o, fs := range Compute(next, ids) {
+		for _, f := range fs {
+			if prev, dup := seen[f.Key()]; dup {
+				t.Errorf("%s in %s and %s", f.Key(), prev, o)
+			}
+			seen[f.Key()] = o
+		}
+	}
 }

@@ -113,7 +113,7 @@ func udpPorts(src, dst uint16) []of.MatchField {
 // OwnerPort(p.ID)). ids must hold the conjunction ids of the port's remote
 // group rules (AssignConjIDs); rules whose id is missing are left out.
 func PortFlows(st *State, p Port, ids ConjIDs) []of.Flow {
-	return portFlows(st, p, ids, newRulesIndex(st.Groups))
+	return portFlows(st, p, ids, newRulesIndex(st))
 }
 
 func portFlows(st *State, p Port, ids ConjIDs, idx *rulesIndex) []of.Flow {
@@ -126,7 +126,7 @@ func portFlows(st *State, p Port, ids ConjIDs, idx *rulesIndex) []of.Flow {
 	rs := idx.forPort(p)
 	v := newPortView(p, rs.stateless)
 	egressBase(b, v, st.Config)
-	acceptOrIngress(b, v)
+	acceptOrIngress(b, v, idx)
 	ingressBase(b, v, st.Config)
 	if !v.stateless {
 		tracked(b, v)
@@ -183,9 +183,12 @@ func ndTarget(p netip.Prefix) of.MatchField {
 	return m
 }
 
-func acceptOrIngress(b *flowSet, v portView) {
+func acceptOrIngress(b *flowSet, v portView, idx *rulesIndex) {
 	P := v.OFPort
 	for _, mac := range v.macs {
+		if !idx.macWinner(v.Port, mac) {
+			continue
+		}
 		b.add(flow(TableAcceptOrIngress, 100, of.Match{regNet(v.VLAN), of.EthDst(mac)}, of.SetReg(RegPort, P), resubmit(TableBaseIngress)))
 	}
 	if !v.stateless {

@@ -1,6 +1,7 @@
 package firewall
 
 import (
+	"net"
 	"net/netip"
 	"sort"
 	"strconv"
@@ -256,10 +257,21 @@ type ruleSet struct {
 type rulesIndex struct {
 	groups map[string]SecurityGroup
 	memo   map[string]*ruleSet
+	ports  map[string]Port
+	macs   map[string]string // (VLAN, MAC) -> winning port id, built on first use
 }
 
-func newRulesIndex(groups map[string]SecurityGroup) *rulesIndex {
-	return &rulesIndex{groups: groups, memo: map[string]*ruleSet{}}
+// macWinner reports whether port p gets the table-73 entry for mac.
+func (x *rulesIndex) macWinner(p Port, mac net.HardwareAddr) bool {
+	if x.macs == nil {
+		x.macs = macWinners(x.ports)
+	}
+	w, ok := x.macs[macKey(p.VLAN, mac)]
+	return !ok || w == p.ID
+}
+
+func newRulesIndex(st *State) *rulesIndex {
+	return &rulesIndex{groups: st.Groups, ports: st.Ports, memo: map[string]*ruleSet{}}
 }
 
 func (x *rulesIndex) forPort(p Port) *ruleSet {
