@@ -354,3 +354,77 @@ func TestWatchBridges(t *testing.T) {
 		t.Fatalf("deleted %+v", b)
 	}
 }
+
+// Fifty VM ports plugged in one command, ovs-vswitchd killed and restarted,
+// then all unplugged: each port is added once and removed once, and the
+// vswitchd restart produces no port events when ofports are kept.
+func TestPortMonitorBurstAndVswitchdRestart(t *testing.T) {
+	o := ovstest.Start(t)
+	c := dial(t, o)
+	ctx := testCtx(t)
+	p := uniq(t)
+	br := p + "-int"
+	if _, err := c.EnsureBridges(ctx, BridgeSpec{Name: br, DatapathType: DatapathNetdev}); err != nil {
+		t.Fatal(err)
+	}
+	m := c.WatchPorts(ctx, br)
+	defer m.Stop()
+	<-m.Synced()
+	l := &eventLog{t: t, m: m}
+	const n = 50
+	var add, del []string
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("t%s%d", p[3:], i)
+		add = append(add, "--", "add-port", br, name, "--", "set", "Interface", name, "type=internal",
+			"external_ids:iface-id="+name, "external_ids:attached-mac=fa:16:3e:00:00:01")
+		del = append(del, "--", "del-port", br, name)
+	}
+	vsctl(t, o, add[1:]...)
+	added := map[string]int{}
+	l.until(func(e PortEvent) bool {
+		if e.Type != PortAdded || e.Port.Ofport <= 0 {
+			t.Fatalf("unexpected %s", describe([]PortEvent{e}))
+		}
+		added[e.Port.Name]++
+		return len(added) == n
+	})
+	before, _ := m.Snapshot(ctx)
+
+	if err := o.StopVswitchd(); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.StartVswitchd(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitApplied(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := m.Snapshot(ctx)
+	kept := len(before) == len(after)
+	for i := range before {
+		kept = kept && before[i].Ofport == after[i].Ofport
+	}
+	t.Logf("ofports kept across ovs-vswitchd restart: %v", kept)
+
+	vsctl(t, o, del[1:]...)
+	removed := map[string]int{}
+	got := l.until(func(e PortEvent) bool {
+		if e.Type == PortRemoved {
+			removed[e.Port.Name]++
+		}
+		return len(removed) == n
+	})
+	for name, k := range added {
+		if k != 1 || removed[name] != 1 {
+			t.Errorf("%s: added %d removed %d", name, k, removed[name])
+		}
+	}
+	if kept {
+		for _, e := range got {
+			if e.Type != PortRemoved {
+				t.Errorf("event across vswitchd restart: %s", describe([]PortEvent{e}))
+			}
+		}
+	}
+	t.Logf("%d scans for %d events", m.Scans(), len(l.all))
+}
