@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovsagent/ovsagent/internal/firewall"
 	"github.com/ovsagent/ovsagent/internal/metrics"
 	"github.com/ovsagent/ovsagent/internal/openflow"
 	"github.com/ovsagent/ovsagent/internal/pipeline"
@@ -554,4 +555,38 @@ func scrape(t *testing.T, m *metrics.Metrics) string {
 		t.Fatal(err)
 	}
 	return resp
+}
+
+func TestOVSFirewallFlowsFollowSecurityGroups(t *testing.T) {
+	sw, fl, srv := newFakeSwitch(true), newFakeFlows(), newFakeServer()
+	p22 := 22
+	srv.groups["sg1"] = firewall.SecurityGroup{ID: "sg1", Rules: []firewall.Rule{
+		{ID: "r1", Direction: firewall.Ingress, EtherType: firewall.IPv4, Protocol: "tcp", PortRangeMin: &p22, PortRangeMax: &p22},
+	}}
+	srv.addPort("p1", "net-a", "vxlan", 100, "fa:16:3e:00:00:01")
+	srv.update("p1", func(d *Device) { d.SecurityGroups = []string{"sg1"} })
+	opt := testOpts(false)
+	opt.Pipeline.FirewallDriver, opt.Pipeline.EnableSecurityGroup = "openvswitch", true
+	h := start(t, sw, fl, srv, opt)
+	sw.snapshot()
+	sw.plug("p1", "tap1", "fa:16:3e:00:00:01")
+	h.waitFor("p1 ACTIVE and in sync", func() bool { return srv.status("p1") == "ACTIVE" && h.inSync() })
+	own := fl.owners("br-int")
+	if own["fw:port:p1"] == 0 || own["fw:base"] == 0 {
+		t.Fatalf("firewall owners missing: %v", own)
+	}
+	if !fl.has("br-int", "tp_dst=22") {
+		t.Errorf("no flow for the tcp/22 rule:\n%s", strings.Join(fl.dump("br-int"), "\n"))
+	}
+	p80 := 80
+	srv.mu.Lock()
+	srv.groups["sg1"] = firewall.SecurityGroup{ID: "sg1", Rules: []firewall.Rule{
+		{ID: "r2", Direction: firewall.Ingress, EtherType: firewall.IPv4, Protocol: "tcp", PortRangeMin: &p80, PortRangeMax: &p80},
+	}}
+	srv.mu.Unlock()
+	h.a.Notify(SecurityGroupChanged{GroupIDs: []string{"sg1"}})
+	h.waitFor("rule change applied", func() bool { return fl.has("br-int", "tp_dst=80") && !fl.has("br-int", "tp_dst=22") })
+	// Port removed: every firewall flow of it goes.
+	sw.unplug("tap1")
+	h.waitFor("port flows gone", func() bool { return fl.owners("br-int")["fw:port:p1"] == 0 && srv.status("p1") == "DOWN" })
 }
