@@ -74,6 +74,11 @@ func goldenCases() map[string]*State {
 	pe := onePort(SecurityGroup{ID: sgA})
 	pe.Config.PermittedEthertypes = []uint16{0x88cc}
 	cases["permitted_ethertypes"] = pe
+	// explicitly_egress_direct: table 94 direct output, tagged unicast to the patch port.
+	ed := onePort(SecurityGroup{ID: sgA}, func(p *Port) { p.EgressDirectPatch = 2 })
+	ed.Config.ExplicitlyEgressDirect = true
+	ed.Ports["p2"] = Port{ID: "p2", OFPort: 8, VLAN: 5, MAC: mac("fa:16:3e:00:00:02"), EgressDirectPatch: 2}
+	cases["egress_direct"] = ed
 	return cases
 }
 

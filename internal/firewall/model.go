@@ -126,6 +126,10 @@ type Port struct {
 	// PortSecurity false (or a trusted network:* port) gives a pass-through port.
 	PortSecurity     bool
 	SecurityGroupIDs []string
+	// EgressDirectPatch is the ofport accepted egress unicast leaves by when
+	// Config.ExplicitlyEgressDirect is set: patch-tun for tunnel networks,
+	// int-<bridge> for VLAN networks, 0 for none (flat, local).
+	EgressDirectPatch uint32
 }
 
 // Member is one address of a remote security group (a fixed IP or an allowed
@@ -140,6 +144,9 @@ type Member struct {
 type Config struct {
 	// PermittedEthertypes is [SECURITYGROUP] permitted_ethertypes, parsed.
 	PermittedEthertypes []uint16
+	// ExplicitlyEgressDirect is [AGENT] explicitly_egress_direct: accepted
+	// traffic is output directly (table 94) instead of NORMAL.
+	ExplicitlyEgressDirect bool
 }
 
 // State is everything the firewall flows are computed from.

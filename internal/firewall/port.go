@@ -121,6 +121,7 @@ func portFlows(st *State, p Port, ids ConjIDs, idx *rulesIndex) []of.Flow {
 	if !p.PortSecurity {
 		// Pass-through: table 60 sends the port's traffic straight to 73.
 		b.add(flow(TableAcceptOrIngress, 80, of.Match{regPort(p.OFPort)}, resubmit(TableAcceptedEgressNormal)))
+		egressDirect(b, p, st.Config)
 		return b.flows
 	}
 	rs := idx.forPort(p)
@@ -132,7 +133,26 @@ func portFlows(st *State, p Port, ids ConjIDs, idx *rulesIndex) []of.Flow {
 		tracked(b, v)
 	}
 	ruleFlows(b, v, rs, ids)
+	egressDirect(b, p, st.Config)
 	return b.flows
+}
+
+// egressDirect is install_accepted_egress_direct_flow: with
+// explicitly_egress_direct, table 94 delivers to the port's MAC directly
+// and sends its unicast out of the network's patch port, tagged.
+func egressDirect(b *flowSet, p Port, cfg Config) {
+	if !cfg.ExplicitlyEgressDirect {
+		return
+	}
+	b.add(flow(TableAcceptedEgressNormal, 12, of.Match{regNet(p.VLAN), of.EthDst(p.MAC)}, of.Output{Port: p.OFPort}))
+	b.add(flow(TableAcceptedEgressNormal, 12, of.Match{of.DlVlan(p.VLAN), of.EthDst(p.MAC)}, of.PopVLAN{}, of.Output{Port: p.OFPort}))
+	if p.EgressDirectPatch != 0 {
+		// The reference writes mod_vlan_vid:L; OVS stores it for an
+		// untagged VM frame as push_vlan + set_field (as internal/pipeline does).
+		b.add(flow(TableAcceptedEgressNormal, 10,
+			of.Match{regNet(p.VLAN), of.EthSrc(p.MAC), of.EthDstMasked(net.HardwareAddr{0, 0, 0, 0, 0, 0}, net.HardwareAddr{1, 0, 0, 0, 0, 0})},
+			of.PushVLAN{EtherType: of.EthTypeVLAN}, of.SetVLANVID(p.VLAN), of.Output{Port: p.EgressDirectPatch}))
+	}
 }
 
 func egressBase(b *flowSet, v portView, cfg Config) {
