@@ -54,6 +54,25 @@ func (t *Transport) MethodTimeout(tgt Target, method string) time.Duration {
 	return t.cfg.ResponseTimeout
 }
 
+// CapTimeouts lowers every method's timeout, and the default and maximum, to d
+// (neutron-lib's set_max_timeout; the agent calls it with quitting_rpc_timeout on
+// SIGTERM). Calls with WithTimeout are not affected.
+func (t *Transport) CapTimeouts(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if d >= t.cfg.ResponseMaxTimeout {
+		return
+	}
+	t.cfg.ResponseMaxTimeout = d
+	t.cfg.ResponseTimeout = min(t.cfg.ResponseTimeout, d)
+	for k, v := range t.timeouts {
+		t.timeouts[k] = min(v, d)
+	}
+}
+
 func scopedMethod(tgt Target, method string) string {
 	if tgt.Namespace == "" {
 		return method
@@ -99,8 +118,9 @@ func (t *Transport) Call(ctx context.Context, tgt Target, method string, args an
 
 func (t *Transport) backoff(ctx context.Context, tgt Target, method string, timeout time.Duration) {
 	key := scopedMethod(tgt, method)
-	next := min(2*timeout, t.cfg.ResponseMaxTimeout)
 	t.mu.Lock()
+	next := min(2*timeout, t.cfg.ResponseMaxTimeout)
+	respTimeout := t.cfg.ResponseTimeout
 	cur, ok := t.timeouts[key]
 	if !ok {
 		cur = t.cfg.ResponseTimeout
@@ -110,7 +130,7 @@ func (t *Transport) backoff(ctx context.Context, tgt Target, method string, time
 		t.log.Warn("oslo: increasing RPC timeout", "method", key, "timeout", next)
 	}
 	t.mu.Unlock()
-	wait := time.Duration(rand.Int64N(int64(min(timeout, t.cfg.ResponseTimeout)) + 1))
+	wait := time.Duration(rand.Int64N(int64(min(timeout, respTimeout)) + 1))
 	t.log.Error("oslo: RPC timeout, waiting before next attempt", "method", key, "wait", wait.Round(time.Millisecond))
 	if t.cfg.BackoffSleep != nil {
 		t.cfg.BackoffSleep(ctx, wait)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"testing"
+	"time"
 )
 
 func replyBody(t *testing.T, inner string) []byte {
@@ -40,5 +41,23 @@ func TestHandleReplyOldStyle(t *testing.T) {
 	st := tr.Stats()
 	if st.Dropped[ReasonDuplicate] != 1 || st.Dropped[ReasonUnknownMsgID] != 1 || st.Dropped[ReasonBadField] != 1 {
 		t.Fatalf("dropped %v", st.Dropped)
+	}
+}
+
+func TestCapTimeouts(t *testing.T) {
+	tr := &Transport{cfg: Config{}.withDefaults(), timeouts: map[string]time.Duration{"slow": 240 * time.Second, "quick": 5 * time.Second}}
+	tgt := Target{Topic: "q-plugin"}
+	tr.CapTimeouts(10 * time.Second)
+	for m, want := range map[string]time.Duration{"slow": 10 * time.Second, "quick": 5 * time.Second, "other": 10 * time.Second} {
+		if got := tr.MethodTimeout(tgt, m); got != want {
+			t.Errorf("%s: %s, want %s", m, got, want)
+		}
+	}
+	if tr.cfg.ResponseMaxTimeout != 10*time.Second {
+		t.Errorf("max %s", tr.cfg.ResponseMaxTimeout)
+	}
+	tr.CapTimeouts(time.Hour) // never raises
+	if tr.MethodTimeout(tgt, "other") != 10*time.Second {
+		t.Error("cap raised")
 	}
 }
