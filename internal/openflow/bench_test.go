@@ -172,3 +172,29 @@ func BenchmarkReconcilerFull10k(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAdoptSwap10k: a restart's takeover of 10,000 flows: dump them,
+// re-install every one under the new cookie in place, sweep, in one bundle.
+func BenchmarkAdoptSwap10k(b *testing.B) {
+	_, _, c := testBridge(b, Options{})
+	ctx := context.Background()
+	flows := genFlows(benchN, 1)
+	want := map[string][]Flow{"all": flows}
+	if err := NewReconciler(c, 1).Apply(ctx, want); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := NewReconciler(c, uint64(i+2))
+		if err := r.Adopt(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := r.ApplyAndSweep(ctx, want); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if fs, err := c.DumpFlows(ctx, TableAll, uint64(b.N+1), ^uint64(0)); err != nil || len(fs) != benchN {
+		b.Fatalf("after swap: %d flows with the last cookie (%v)", len(fs), err)
+	}
+}
