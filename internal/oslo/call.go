@@ -139,11 +139,11 @@ func (t *Transport) backoff(ctx context.Context, tgt Target, method string, time
 	sleepCtx(ctx, wait)
 }
 
-func (t *Transport) call(ctx context.Context, tgt Target, method string, args any, timeout time.Duration, cctx []ContextField) (json.RawMessage, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+func (t *Transport) call(parent context.Context, tgt Target, method string, args any, timeout time.Duration, cctx []ContextField) (json.RawMessage, error) {
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	if err := t.ensureReply(ctx); err != nil {
-		return nil, t.callErr(ctx, err, tgt, method, "", timeout)
+		return nil, t.callErr(parent, ctx, err, tgt, method, "", timeout)
 	}
 	msgID := newID()
 	if cctx == nil {
@@ -166,7 +166,7 @@ func (t *Transport) call(ctx context.Context, tgt Target, method string, args an
 	msg := basePublishing(body)
 	msg.Expiration = strconv.FormatInt(timeout.Milliseconds(), 10)
 	if err := t.publish(ctx, t.controlExchange(), routingKey(tgt), msg); err != nil {
-		return nil, t.callErr(ctx, err, tgt, method, msgID, timeout)
+		return nil, t.callErr(parent, ctx, err, tgt, method, msgID, timeout)
 	}
 	select {
 	case r := <-w.ch:
@@ -175,14 +175,18 @@ func (t *Transport) call(ctx context.Context, tgt Target, method string, args an
 		}
 		return r.Result, nil
 	case <-ctx.Done():
-		return nil, t.callErr(ctx, ctx.Err(), tgt, method, msgID, timeout)
+		return nil, t.callErr(parent, ctx, ctx.Err(), tgt, method, msgID, timeout)
 	case <-t.ctx.Done():
 		return nil, ErrClosed
 	}
 }
 
-// callErr turns our own deadline into a TimeoutError; a caller's cancellation stays as is.
-func (t *Transport) callErr(ctx context.Context, err error, tgt Target, method, msgID string, timeout time.Duration) error {
+// callErr turns our own deadline into a TimeoutError; the caller's cancellation or
+// deadline stays a ctx error (and does not feed the backoff).
+func (t *Transport) callErr(parent, ctx context.Context, err error, tgt Target, method, msgID string, timeout time.Duration) error {
+	if perr := parent.Err(); perr != nil {
+		return fmt.Errorf("oslo: call %s on %s: %w", method, routingKey(tgt), perr)
+	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return &TimeoutError{Method: method, Topic: routingKey(tgt), MsgID: msgID, Timeout: timeout.String()}
 	}

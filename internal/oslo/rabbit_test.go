@@ -507,6 +507,15 @@ func TestDialBrokerDown(t *testing.T) {
 	if _, err := tr.Call(context.Background(), Target{Topic: "x"}, "m", nil, WithTimeout(200*time.Millisecond)); !errors.Is(err, ErrTimeout) {
 		t.Fatalf("call while down: %v", err)
 	}
+	// The caller's own deadline is not a messaging timeout: no backoff.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel2()
+	if _, err := tr.Call(ctx2, Target{Topic: "x"}, "m", nil); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrTimeout) {
+		t.Fatalf("call with caller deadline: %v", err)
+	}
+	if d := tr.MethodTimeout(Target{Topic: "x"}, "m"); d != 60*time.Second {
+		t.Fatalf("caller deadline changed the method timeout to %s", d)
+	}
 	if err := tr.Close(); err != nil {
 		t.Fatal(err)
 	}
