@@ -72,15 +72,6 @@ type Resource interface {
 	Revision() int64
 }
 
-// envelope is the versioned-object wrapper around every object and nested object.
-type envelope struct {
-	Name      string          `json:"versioned_object.name"`
-	Namespace string          `json:"versioned_object.namespace"`
-	Version   string          `json:"versioned_object.version"`
-	Data      json.RawMessage `json:"versioned_object.data"`
-	Changes   []string        `json:"versioned_object.changes"`
-}
-
 // VersionError reports an object whose type is unknown or whose major version differs from
 // the one this agent decodes.
 type VersionError struct {
@@ -113,14 +104,22 @@ func compatible(have, want string) bool {
 
 var nullJSON = []byte("null")
 
-// unwrap checks an envelope's name and version and decodes its data into out.
+// unwrap decodes an envelope's data into out in one pass, then checks its name and
+// version (a mismatch discards what was decoded).
 func unwrap(b []byte, name, version string, out any) error {
-	var env envelope
-	if err := json.Unmarshal(b, &env); err != nil {
-		return fmt.Errorf("ovo: %s: %w", name, err)
-	}
+	env := struct {
+		Name    string `json:"versioned_object.name"`
+		Version string `json:"versioned_object.version"`
+		// An interface holding a non-nil pointer: encoding/json decodes into the pointee,
+		// so the data is scanned once instead of captured and decoded again.
+		Data any `json:"versioned_object.data"`
+	}{Data: out}
+	err := json.Unmarshal(b, &env)
 	if env.Name != name {
 		if env.Name == "" {
+			if err != nil {
+				return fmt.Errorf("ovo: %s: %w", name, err)
+			}
 			return fmt.Errorf("ovo: expected %s object, got no versioned_object.name", name)
 		}
 		return fmt.Errorf("ovo: expected %s object, got %q", name, env.Name)
@@ -128,26 +127,109 @@ func unwrap(b []byte, name, version string, out any) error {
 	if !compatible(env.Version, version) {
 		return &VersionError{Name: name, Version: env.Version, Want: version}
 	}
-	if len(env.Data) == 0 || bytes.Equal(env.Data, nullJSON) {
-		return nil
-	}
-	if err := json.Unmarshal(env.Data, out); err != nil {
+	if err != nil {
 		return fmt.Errorf("ovo: %s %s: %w", name, env.Version, err)
 	}
 	return nil
 }
 
+// peekName returns versioned_object.name and .version. oslo writes them before the data,
+// so a scan of the leading string members usually finds them without touching the data;
+// otherwise the whole object is decoded (skipping the data).
+func peekName(b []byte) (name, version string, err error) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return "", "", fmt.Errorf("expected an object")
+	}
+	i++
+	for {
+		var key, val string
+		var ok bool
+		i = skipSpace(b, i)
+		if key, i, ok = scanString(b, i); !ok {
+			break
+		}
+		if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
+			break
+		}
+		i = skipSpace(b, i+1)
+		if val, i, ok = scanString(b, i); !ok {
+			break // a non-string member (the data) comes first
+		}
+		switch key {
+		case "versioned_object.name":
+			name = val
+		case "versioned_object.version":
+			version = val
+		}
+		if name != "" && version != "" {
+			return name, version, nil
+		}
+		if i = skipSpace(b, i); i >= len(b) || b[i] != ',' {
+			break
+		}
+		i++
+	}
+	var env struct {
+		Name    string `json:"versioned_object.name"`
+		Version string `json:"versioned_object.version"`
+	}
+	if err := json.Unmarshal(b, &env); err != nil {
+		return "", "", err
+	}
+	return env.Name, env.Version, nil
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// scanString reads the JSON string starting at b[i].
+func scanString(b []byte, i int) (string, int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return "", i, false
+	}
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			var s string
+			if err := json.Unmarshal(b[i:j+1], &s); err != nil {
+				return "", i, false
+			}
+			return s, j + 1, true
+		}
+	}
+	return "", i, false
+}
+
+// resourceElem decodes one element of a resource list in place (no copy of its bytes).
+type resourceElem struct{ r Resource }
+
+func (e *resourceElem) UnmarshalJSON(b []byte) error {
+	r, err := DecodeResource(b)
+	if err != nil {
+		return err
+	}
+	e.r = r
+	return nil
+}
+
 // DecodeResource decodes one top-level versioned-object primitive of a cached type.
 func DecodeResource(b []byte) (Resource, error) {
-	var env envelope
-	if err := json.Unmarshal(b, &env); err != nil {
+	name, version, err := peekName(b)
+	if err != nil {
 		return nil, fmt.Errorf("ovo: %w", err)
 	}
 	var r interface {
 		Resource
 		json.Unmarshaler
 	}
-	switch env.Name {
+	switch name {
 	case TypePort:
 		r = &Port{}
 	case TypeNetwork:
@@ -161,13 +243,13 @@ func DecodeResource(b []byte) (Resource, error) {
 	case TypeAddressGroup:
 		r = &AddressGroup{}
 	default:
-		return nil, &VersionError{Name: env.Name, Version: env.Version}
+		return nil, &VersionError{Name: name, Version: version}
 	}
 	if err := r.UnmarshalJSON(b); err != nil {
 		return nil, err
 	}
 	if r.ResourceID() == "" {
-		return nil, fmt.Errorf("ovo: %s without id", env.Name)
+		return nil, fmt.Errorf("ovo: %s without id", name)
 	}
 	return r, nil
 }
@@ -176,17 +258,13 @@ func DecodeResource(b []byte) (Resource, error) {
 // result). One bad element fails the list: the server sends one type per list, so a bad
 // element means a message we do not understand.
 func DecodeResourceList(b []byte) ([]Resource, error) {
-	var raws []json.RawMessage
-	if err := json.Unmarshal(b, &raws); err != nil {
-		return nil, fmt.Errorf("ovo: resource list: %w", err)
+	var elems []resourceElem
+	if err := json.Unmarshal(b, &elems); err != nil {
+		return nil, fmt.Errorf("resource list: %w", err)
 	}
-	out := make([]Resource, 0, len(raws))
-	for i, raw := range raws {
-		r, err := DecodeResource(raw)
-		if err != nil {
-			return nil, fmt.Errorf("resource %d: %w", i, err)
-		}
-		out = append(out, r)
+	out := make([]Resource, len(elems))
+	for i := range elems {
+		out[i] = elems[i].r
 	}
 	return out, nil
 }
