@@ -12,7 +12,13 @@ import (
 	"time"
 )
 
-const capturesDir = "../../../shared/reference/captures/messages"
+// capturesDir honours OVSAGENT_SHARED (set by .ci/run) before the sibling checkout.
+func capturesDir() string {
+	if d := os.Getenv("OVSAGENT_SHARED"); d != "" {
+		return filepath.Join(d, "reference", "captures", "messages")
+	}
+	return "../../../shared/reference/captures/messages"
+}
 
 type captureFile struct {
 	Method         string           `json:"method"`
@@ -31,9 +37,10 @@ type captureExample struct {
 
 func loadCaptures(t testing.TB) map[string]captureFile {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(capturesDir, "*.json"))
+	dir := capturesDir()
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no captures in %s (err %v)", capturesDir, err)
+		t.Fatalf("no captures in %s (err %v)", dir, err)
 	}
 	out := make(map[string]captureFile)
 	for _, f := range files {

@@ -124,9 +124,11 @@ func newTransport(t testing.TB, exchange, host string, mod ...func(*Config)) *te
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !tr.Connected() {
-		logs.dump(t)
-		t.Fatalf("not connected to %s", brokerURL)
+	for deadline := time.Now().Add(15 * time.Second); !tr.Connected(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			logs.dump(t)
+			t.Fatalf("not connected to %s", brokerURL)
+		}
 	}
 	t.Cleanup(func() {
 		if err := tr.Close(); err != nil {
