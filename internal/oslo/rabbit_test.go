@@ -124,12 +124,6 @@ func newTransport(t testing.TB, exchange, host string, mod ...func(*Config)) *te
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(15 * time.Second); !tr.Connected(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			logs.dump(t)
-			t.Fatalf("not connected to %s", brokerURL)
-		}
-	}
 	t.Cleanup(func() {
 		if err := tr.Close(); err != nil {
 			t.Errorf("close: %v", err)
@@ -145,6 +139,11 @@ func newTransport(t testing.TB, exchange, host string, mod ...func(*Config)) *te
 			logs.dump(t)
 		}
 	})
+	for deadline := time.Now().Add(15 * time.Second); !tr.Connected(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not connected to %s", brokerURL)
+		}
+	}
 	return &testTransport{Transport: tr, logs: logs, obs: obs}
 }
 
