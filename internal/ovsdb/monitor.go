@@ -50,6 +50,12 @@ type VMPort struct {
 	IfaceUUID string
 }
 
+func (p VMPort) clone() VMPort {
+	p.OtherConfig = cloneMap(p.OtherConfig)
+	p.ExternalIDs = cloneMap(p.ExternalIDs)
+	return p
+}
+
 func (p VMPort) equal(q VMPort) bool {
 	return p.Name == q.Name && p.IfaceUUID == q.IfaceUUID && p.IfaceID == q.IfaceID && p.AttachedMAC == q.AttachedMAC &&
 		p.IfaceStatus == q.IfaceStatus && p.VMUUID == q.VMUUID && p.Ofport == q.Ofport &&
@@ -186,11 +192,11 @@ func (m *PortMonitor) scan(ctx context.Context) ([]PortEvent, error) {
 		old, ok := m.emitted[name]
 		switch {
 		case !ok:
-			batch = append(batch, PortEvent{Type: PortAdded, Port: p})
+			batch = append(batch, PortEvent{Type: PortAdded, Port: p.clone()})
 		case old.IfaceUUID != p.IfaceUUID:
-			batch = append(batch, PortEvent{Type: PortRemoved, Port: old}, PortEvent{Type: PortAdded, Port: p})
+			batch = append(batch, PortEvent{Type: PortRemoved, Port: old.clone()}, PortEvent{Type: PortAdded, Port: p.clone()})
 		case !old.equal(p):
-			batch = append(batch, PortEvent{Type: PortUpdated, Port: p, Old: old})
+			batch = append(batch, PortEvent{Type: PortUpdated, Port: p.clone(), Old: old.clone()})
 		default:
 			continue
 		}
@@ -201,7 +207,7 @@ func (m *PortMonitor) scan(ctx context.Context) ([]PortEvent, error) {
 	if complete {
 		for _, name := range slices.Sorted(maps.Keys(m.emitted)) {
 			if _, ok := cur[name]; !ok {
-				batch = append(batch, PortEvent{Type: PortRemoved, Port: m.emitted[name]})
+				batch = append(batch, PortEvent{Type: PortRemoved, Port: m.emitted[name].clone()})
 				delete(m.emitted, name)
 			}
 		}
@@ -218,7 +224,7 @@ func (c *Client) VMPorts(ctx context.Context, bridge string) ([]VMPort, error) {
 	}
 	out := make([]VMPort, 0, len(cur))
 	for _, name := range slices.Sorted(maps.Keys(cur)) {
-		out = append(out, cur[name])
+		out = append(out, cur[name].clone())
 	}
 	return out, nil
 }
@@ -238,11 +244,11 @@ func (c *Client) vmPorts(ctx context.Context, bridge string, sync bool) (map[str
 	if err != nil {
 		return nil, false, err
 	}
-	out := map[string]VMPort{}
 	b := v.bridges[bridge]
 	if b == nil {
-		return out, v.complete, nil
+		return map[string]VMPort{}, v.complete, nil
 	}
+	out := make(map[string]VMPort, len(b.Ports))
 	for _, u := range b.Ports {
 		p := v.ports[u]
 		if p == nil {
@@ -268,8 +274,9 @@ func (c *Client) vmPorts(ctx context.Context, bridge string, sync bool) (map[str
 			VMUUID:      ids["vm-uuid"],
 			Ofport:      ofport,
 			Tag:         NoTag,
-			OtherConfig: cloneMap(p.OtherConfig),
-			ExternalIDs: cloneMap(ids),
+			// The cache's maps, read-only: cloned only when handed out.
+			OtherConfig: p.OtherConfig,
+			ExternalIDs: ids,
 			IfaceUUID:   ifc.UUID,
 		}
 		if vm.VMUUID == "" {

@@ -404,6 +404,29 @@ func BenchmarkSetPortBindings1000(b *testing.B) {
 	}
 }
 
+// BenchmarkSetPortBindingsPerPort1000 is the same work done the reference's
+// way, one transaction per port, for comparison with the batch above.
+func BenchmarkSetPortBindingsPerPort1000(b *testing.B) {
+	o := ovstest.Start(b)
+	c := dial(b, o)
+	ctx := context.Background()
+	p := uniq(b)
+	br := p + "-int"
+	if _, err := c.EnsureBridges(ctx, BridgeSpec{Name: br, DatapathType: DatapathNetdev}); err != nil {
+		b.Fatal(err)
+	}
+	names := addPatchPorts(b, c, br, "q"+p[3:]+"-", 1000)
+	sets := [2][]PortBinding{bindings(names, 10), bindings(names, 11)}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, pb := range sets[i%2] {
+			if w, _, err := c.SetPortBindings(ctx, []PortBinding{pb}); err != nil || w != 1 {
+				b.Fatalf("wrote %d, %v", w, err)
+			}
+		}
+	}
+}
+
 // BenchmarkMonitorScan1000 is the cost of one port-monitor wake-up on a
 // bridge with 1,000 VM ports.
 func BenchmarkMonitorScan1000(b *testing.B) {
