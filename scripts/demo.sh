@@ -60,6 +60,10 @@ mkdir -p $RUN $LOGDIR
 if [ "${1:-run}" = stop ]; then
   cleanup_demo; stop_pid $RUN/ovs-agent.pid "$BIN"; say "demo removed, agent stopped"; exit 0
 fi
+# the e2e suite uses the same br-int and host hv1: never at the same time
+# (the lock is held while this script runs; the agent does not inherit it)
+exec 9>/run/ovsagent-e2e.lock
+flock -w 900 9 || { echo "an e2e run holds /run/ovsagent-e2e.lock"; exit 1; }
 
 # ---------------------------------------------------------------- 1. services
 [ -x "$SHARED/refenv/setup.sh" ] || die "shared tree not found at $SHARED (set OVSAGENT_SHARED)"
@@ -76,14 +80,17 @@ say "building ovs-agent -> $BIN"
 $BIN check-config $CONF || die "configuration rejected"
 cleanup_demo
 stop_pid $RUN/ovs-agent.pid "$BIN"
-setsid nohup $BIN $CONF --log-file $LOGDIR/ovs-agent.log > $LOGDIR/ovs-agent.stdout 2>&1 < /dev/null &
+agent_row() { api GET "/agents?host=hv1&binary=neutron-openvswitch-agent" | jq -r ".agents[0].$1 // empty"; }
+started_before=$(agent_row started_at)
+setsid nohup $BIN $CONF --log-file $LOGDIR/ovs-agent.log > $LOGDIR/ovs-agent.stdout 2>&1 < /dev/null 9>&- &
 echo $! > $RUN/ovs-agent.pid
 say "ovs-agent started as host hv1 (pid $(cat $RUN/ovs-agent.pid), log $LOGDIR/ovs-agent.log)"
 alive=false
 for _ in $(seq 1 300); do
   kill -0 "$(cat $RUN/ovs-agent.pid)" 2>/dev/null || die "ovs-agent exited (see $LOGDIR/ovs-agent.stdout)"
-  alive=$(api GET "/agents?host=hv1&binary=neutron-openvswitch-agent" | jq -r '.agents[0].alive // false')
-  [ "$alive" = true ] && break; sleep 0.2
+  # alive with a new started_at: this run's first report (start_flag) arrived
+  alive=$(agent_row alive); started=$(agent_row started_at)
+  [ "$alive" = true ] && [ "$started" != "$started_before" ] && break; sleep 0.2
 done
 [ "$alive" = true ] || die "agent hv1 is not alive in GET /agents after 60 s"
 say "agent hv1 alive in neutron"
