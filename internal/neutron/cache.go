@@ -508,3 +508,69 @@ func (q *EventQueue) Drain() []Event {
 	q.evs = nil
 	return evs
 }
+
+// ResyncChunk bounds the ids per bulk_pull of Resync.
+const ResyncChunk = 500
+
+// Resync re-reads every cached resource from the server, as after a broker outage in
+// which pushes may have been lost: changed ones produce update events, ones the server no
+// longer has produce delete events, and earlier answered queries are forgotten so Ensure
+// asks again. Types fail independently; the first error is returned.
+func (c *Cache) Resync(ctx context.Context, agentRestarted bool) error {
+	c.mu.Lock()
+	p := c.puller
+	c.satisfied = map[string]struct{}{}
+	ids := map[string][]string{}
+	for _, t := range CachedTypes {
+		for id := range c.byType[t] {
+			ids[t] = append(ids[t], id)
+		}
+		sort.Strings(ids[t])
+	}
+	c.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("cache: resync: no puller")
+	}
+	var firstErr error
+	for _, t := range CachedTypes {
+		for start := 0; start < len(ids[t]); start += ResyncChunk {
+			chunk := ids[t][start:min(start+ResyncChunk, len(ids[t]))]
+			rs, err := p.BulkPull(ctx, t, Filter{"id": chunk})
+			if err != nil {
+				if firstErr == nil {
+					firstErr = fmt.Errorf("cache: resync %s: %w", t, err)
+				}
+				break
+			}
+			c.applyResync(t, chunk, rs, agentRestarted)
+		}
+	}
+	return firstErr
+}
+
+func (c *Cache) applyResync(rtype string, asked []string, rs []Resource, agentRestarted bool) {
+	c.deliverMu.Lock()
+	defer c.deliverMu.Unlock()
+	var evs []Event
+	c.mu.Lock()
+	got := make(map[string]bool, len(rs))
+	for _, r := range rs {
+		if r.ResourceType() != rtype {
+			continue
+		}
+		got[r.ResourceID()] = true
+		evs = c.updateLocked(r, agentRestarted, evs)
+	}
+	for _, id := range asked {
+		if !got[id] {
+			if _, still := c.byType[rtype][id]; still {
+				evs = c.deleteLocked(rtype, id, evs)
+			}
+		}
+	}
+	for _, k := range c.queryKeys(rtype, Filter{"id": asked}) {
+		c.satisfied[k] = struct{}{}
+	}
+	c.mu.Unlock()
+	c.deliver(evs)
+}

@@ -362,3 +362,30 @@ func TestEventQueue(t *testing.T) {
 		}
 	}
 }
+
+func TestCacheResync(t *testing.T) {
+	changed := boundPort("p1", "h", 2)
+	changed.AdminStateUp = false
+	fp := &fakePuller{byID: map[string]Resource{"Port/p1": changed, "Network/net1": &Network{ID: "net1", MTU: 1450, RevisionNumber: 1}}}
+	rec := &recorder{}
+	c := NewCache(CacheOptions{OnEvent: rec.add, Puller: fp})
+	c.Update(boundPort("p1", "h", 1), false)
+	c.Update(boundPort("gone", "h", 1), false)
+	c.Update(&Network{ID: "net1", MTU: 1450, RevisionNumber: 1}, false)
+	rec.take()
+	if err := c.Resync(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	got := kinds(rec.take())
+	want := []string{"Port updated p1", "Port deleted gone"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("resync events %v, want %v", got, want)
+	}
+	if c.Port("p1").AdminStateUp || c.Port("gone") != nil || c.Network("net1") == nil {
+		t.Fatal("resync state")
+	}
+	fp.err = errors.New("down")
+	if err := c.Resync(context.Background(), false); err == nil {
+		t.Fatal("resync error swallowed")
+	}
+}

@@ -203,6 +203,10 @@ func TestInteropRealServer(t *testing.T) {
 	if p := rs[0].(*neutron.Port); p.Segment() == nil || p.Segment().ID != seg.ID {
 		t.Fatalf("bulk_pull port %+v", p)
 	}
+	byNet, err := a.client.BulkPull(ctx, neutron.TypePort, neutron.Filter{"network_id": {net.ID}})
+	if err != nil || len(byNet) != 1 || byNet[0].ResourceID() != port.ID {
+		t.Fatalf("bulk_pull by network_id: %v %v", byNet, err)
+	}
 	nets, err := a.client.BulkPull(ctx, neutron.TypeNetwork, neutron.Filter{"id": {net.ID}})
 	if err != nil || len(nets) != 1 || nets[0].(*neutron.Network).MTU != net.MTU {
 		t.Fatalf("bulk_pull network: %v %v", nets, err)
