@@ -79,6 +79,11 @@ func goldenCases() map[string]*State {
 	ed.Config.ExplicitlyEgressDirect = true
 	ed.Ports["p2"] = Port{ID: "p2", OFPort: 8, VLAN: 5, MAC: mac("fa:16:3e:00:00:02"), EgressDirectPatch: 2}
 	cases["egress_direct"] = ed
+
+	// other_config:hw-offload=true: replies by NORMAL on the port's VLAN.
+	hw := onePort(SecurityGroup{ID: sgA})
+	hw.Config.HWOffload = true
+	cases["hw_offload"] = hw
 	return cases
 }
 

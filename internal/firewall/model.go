@@ -147,6 +147,8 @@ type Config struct {
 	// ExplicitlyEgressDirect is [AGENT] explicitly_egress_direct: accepted
 	// traffic is output directly (table 94) instead of NORMAL.
 	ExplicitlyEgressDirect bool
+	// HWOffload is br-int other_config:hw-offload=true.
+	HWOffload bool
 }
 
 // State is everything the firewall flows are computed from.

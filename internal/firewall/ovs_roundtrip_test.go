@@ -51,6 +51,31 @@ func TestOVSRoundTrip(t *testing.T) {
 	}
 }
 
+// The reference writes the hw-offload reply action as ofctl text
+// "mod_vlan_vid:L,normal"; it must install as the flow we compute.
+func TestOVSReferenceSpellingHWOffload(t *testing.T) {
+	o := ovstest.Start(t)
+	if err := o.AddBridge("br-int"); err != nil {
+		t.Fatal(err)
+	}
+	st := goldenCases()["hw_offload"]
+	ids := AssignConjIDs(ConjIDs{}, NeededConjKeys(st))
+	var want []string
+	for _, f := range PortFlows(st, st.Ports["p1"], ids) {
+		if f.Table == TableRulesIngress && f.Priority == 50 && len(f.Match) == 4 {
+			want = append(want, f.String())
+		}
+	}
+	sort.Strings(want)
+	got := installAndDump(t, o, "br-int", []string{
+		"table=82,priority=50,ct_state=+est-rel+rpl,ct_zone=5,ct_mark=0,reg5=7,actions=mod_vlan_vid:5,normal",
+		"table=82,priority=50,ct_state=-new-est+rel-inv,ct_zone=5,ct_mark=0,reg5=7,actions=mod_vlan_vid:5,normal",
+	})
+	if len(want) != 2 || strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("reference spelling installs as\n%s\nwe compute\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 func installAndDump(t *testing.T, o *ovstest.OVS, br string, lines []string) []string {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "flows.txt")

@@ -130,7 +130,7 @@ func portFlows(st *State, p Port, ids ConjIDs, idx *rulesIndex) []of.Flow {
 	acceptOrIngress(b, v, idx)
 	ingressBase(b, v, st.Config)
 	if !v.stateless {
-		tracked(b, v)
+		tracked(b, v, st.Config)
 	}
 	ruleFlows(b, v, rs, ids)
 	egressDirect(b, p, st.Config)
@@ -245,14 +245,22 @@ func ingressBase(b *flowSet, v portView, cfg Config) {
 // replies and related packets of committed connections pass, connections
 // marked invalid (ct_mark=1) drop, and an established connection that no
 // rule accepts any more is marked invalid so that its next packet drops.
-func tracked(b *flowSet, v portView) {
+func tracked(b *flowSet, v portView, cfg Config) {
 	P := v.OFPort
+	// With hardware offload (and no explicitly_egress_direct) the reference
+	// delivers replies by NORMAL so the datapath flow is not a flood:
+	// "mod_vlan_vid:L,normal", which OVS stores as push_vlan + set_field
+	// for the untagged frame.
+	replyIn := []of.Action{of.Output{Port: P}}
+	if cfg.HWOffload && !cfg.ExplicitlyEgressDirect {
+		replyIn = []of.Action{of.PushVLAN{EtherType: of.EthTypeVLAN}, of.SetVLANVID(v.VLAN), of.Output{Port: of.PortNormal}}
+	}
 	for _, d := range []struct {
 		table  uint8
 		accept []of.Action
 	}{
 		{TableRulesEgress, []of.Action{resubmit(TableAcceptedEgressNormal)}},
-		{TableRulesIngress, []of.Action{of.Output{Port: P}}},
+		{TableRulesIngress, replyIn},
 	} {
 		b.add(flow(d.table, 50, of.Match{of.CtMark(ctMarkInvalid, 0xffffffff), regPort(P)}, resubmit(TableDroppedTraffic)))
 		for _, st := range []of.MatchField{ctEstReply, ctRelated} {
