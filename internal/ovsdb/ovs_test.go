@@ -189,7 +189,8 @@ func TestEnsureTopologyIdempotent(t *testing.T) {
 	}
 
 	// Drift is repaired; a deleted tunnel port is re-created.
-	vsctl(t, o, "set", "Bridge", tp.tunBr, "fail_mode=standalone", "--", "set", "Interface", vx, "options:remote_ip=1.2.3.4")
+	vsctl(t, o, "set", "Bridge", tp.tunBr, "fail_mode=standalone", "--", "set", "Interface", vx,
+		"options:remote_ip=1.2.3.4", "options:dst_port=4790", "options:operator=kept")
 	if err := c.DeletePorts(ctx, tp.tunBr, "vxlan-ac1fff03", "no-such-port"); err != nil {
 		t.Fatal(err)
 	}
@@ -201,6 +202,11 @@ func TestEnsureTopologyIdempotent(t *testing.T) {
 	}
 	if got := vsctl(t, o, "get", "Bridge", tp.tunBr, "fail_mode"); got != "secure" {
 		t.Errorf("fail_mode %q", got)
+	}
+	// Managed options restored (dst_port 4790 dropped), an operator's kept.
+	if got := vsctl(t, o, "get", "Interface", vx, "options"); got !=
+		`{df_default="true", egress_pkt_mark="0", in_key=flow, local_ip="172.31.255.1", operator=kept, out_key=flow, remote_ip="172.31.255.2"}` {
+		t.Errorf("repaired options: %q", got)
 	}
 	if n, err := tp.ensure(ctx, c); err != nil || n != 0 {
 		t.Fatalf("after repair: %d operations, %v; want 0", n, err)

@@ -73,6 +73,10 @@ func isV6(s string) bool {
 	return err == nil && a.Is6() && !a.Is4In6()
 }
 
+// tunnelOptionKeys are every option TunnelPort.Options may write.
+var tunnelOptionKeys = []string{"df_default", "remote_ip", "local_ip", "in_key", "out_key", "dst_port",
+	"egress_pkt_mark", "csum", "tos", "packet_type"}
+
 // Options are the interface options, exactly as the reference's add_tunnel_port.
 func (t TunnelPort) Options() map[string]string {
 	o := map[string]string{
@@ -111,7 +115,8 @@ func (t TunnelPort) name() (string, error) {
 type wantPort struct {
 	bridge, name, ifType string
 	options              map[string]string
-	keepPeer             bool // CreateUnpeered on an existing port
+	keepPeer             bool     // CreateUnpeered on an existing port
+	managed              []string // option keys the agent owns (removed when not wanted)
 	portOther            map[string]string
 }
 
@@ -126,7 +131,8 @@ func (c *Client) EnsurePatchPorts(ctx context.Context, ports ...PatchPort) (int,
 			peer = NonexistentPeer
 		}
 		want = append(want, wantPort{bridge: p.Bridge, name: p.Name, ifType: "patch",
-			options: map[string]string{"peer": peer}, keepPeer: p.CreateUnpeered, portOther: p.PortOtherConfig})
+			options: map[string]string{"peer": peer}, keepPeer: p.CreateUnpeered, portOther: p.PortOtherConfig,
+			managed: []string{"peer"}})
 	}
 	return c.ensurePorts(ctx, "ensure patch ports", want)
 }
@@ -144,7 +150,8 @@ func (c *Client) EnsureTunnelPorts(ctx context.Context, ports ...TunnelPort) (in
 		if len(name) > DeviceNameMaxLen {
 			return 0, fmt.Errorf("ovsdb: tunnel port %q: name too long", name)
 		}
-		want = append(want, wantPort{bridge: t.Bridge, name: name, ifType: t.InterfaceType(), options: t.Options()})
+		want = append(want, wantPort{bridge: t.Bridge, name: name, ifType: t.InterfaceType(), options: t.Options(),
+			managed: tunnelOptionKeys})
 	}
 	return c.ensurePorts(ctx, "ensure tunnel ports", want)
 }
@@ -175,11 +182,17 @@ func (c *Client) ensurePorts(ctx context.Context, what string, want []wantPort) 
 		if ifc == nil {
 			continue
 		}
-		wantOpts := w.options
-		if w.keepPeer {
-			if _, ok := ifc.Options["peer"]; ok {
-				wantOpts = ifc.Options
+		// Options the agent manages are set or removed; others (an
+		// operator's) are kept, as the reference's db_set merge keeps them.
+		wantOpts := make(map[string]string, len(ifc.Options)+len(w.options))
+		for k, val := range ifc.Options {
+			if !slices.Contains(w.managed, k) {
+				wantOpts[k] = val
 			}
+		}
+		maps.Copy(wantOpts, w.options)
+		if _, ok := ifc.Options["peer"]; ok && w.keepPeer {
+			wantOpts["peer"] = ifc.Options["peer"]
 		}
 		row := ovsdb.Row{}
 		if ifc.Type != w.ifType {
