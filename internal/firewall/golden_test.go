@@ -39,6 +39,8 @@ func goldenCases() map[string]*State {
 		{IP: pfx("10.0.0.9/32"), MAC: mac("fa:16:3e:00:00:09")},
 		{IP: pfx("10.0.0.5/32"), MAC: mac("fa:16:3e:00:00:01")},
 		{IP: pfx("2001:db8::9/128"), MAC: mac("fa:16:3e:00:00:09")},
+		// A member's allowed address pair of ::/0: the address flow matches its MAC instead.
+		{IP: pfx("::/0"), MAC: mac("fa:16:3e:00:00:0a")},
 	}
 	rg.Members[agX] = []Member{{IP: pfx("10.0.0.9/32")}, {IP: pfx("172.16.0.0/12")}}
 	cases["remote_group"] = rg
