@@ -43,14 +43,18 @@ type BridgeSpec struct {
 	Controllers []string
 	// InactivityProbeMS, when > 0, is set on the bridge's controllers.
 	InactivityProbeMS int
+	// ControllerConnectionMode, when set ("out-of-band" in the reference's
+	// rows), is set on the bridge's controllers.
+	ControllerConnectionMode string
 }
 
 // ReferenceBridge is the spec the reference agent (Zed, as captured) leaves
 // on its bridges: secure, OpenFlow10/13/14, other_config:mac-table-size
 // (bridge_mac_table_size); on br-int also mcast_snooping_enable
 // (igmp_snooping_enable) and other_config:mcast-snooping-disable-flood-unregistered=false.
-// Controllers are left alone; set Controllers/InactivityProbeMS to add the
-// reference's tcp:127.0.0.1:6633 with 10000 ms.
+// Controllers are left alone; set Controllers, InactivityProbeMS and
+// ControllerConnectionMode to add the reference's tcp:127.0.0.1:6633, 10000 ms,
+// out-of-band.
 func ReferenceBridge(name, datapathType string, macTableSize int, integration, igmpSnooping bool) BridgeSpec {
 	s := BridgeSpec{
 		Name:         name,
@@ -149,16 +153,8 @@ func newBridgeOps(root string, s BridgeSpec, seq int) []ovsdb.Operation {
 		{Op: ovsdb.OperationInsert, Table: "Port", UUIDName: portRef,
 			Row: ovsdb.Row{"name": s.Name, "interfaces": uuidSet(ifRef)}},
 	}
-	var ctlRefs []string
-	for j, t := range s.Controllers {
-		ref := fmt.Sprintf("ctl%d_%d", seq, j)
-		crow := ovsdb.Row{"target": t}
-		if s.InactivityProbeMS > 0 {
-			crow["inactivity_probe"] = s.InactivityProbeMS
-		}
-		ops = append(ops, ovsdb.Operation{Op: ovsdb.OperationInsert, Table: "Controller", UUIDName: ref, Row: crow})
-		ctlRefs = append(ctlRefs, ref)
-	}
+	ctlOps, ctlRefs := s.controllerOps(seq)
+	ops = append(ops, ctlOps...)
 	if len(ctlRefs) > 0 {
 		row["controller"] = uuidSet(ctlRefs...)
 	}
@@ -167,6 +163,24 @@ func newBridgeOps(root string, s BridgeSpec, seq int) []ovsdb.Operation {
 		mutateOp("Open_vSwitch", byUUID(root),
 			ovsdb.Mutation{Column: "bridges", Mutator: ovsdb.MutateOperationInsert, Value: uuidSet(brRef)}))
 	return ops
+}
+
+func (s BridgeSpec) controllerOps(seq int) ([]ovsdb.Operation, []string) {
+	var ops []ovsdb.Operation
+	var refs []string
+	for j, t := range s.Controllers {
+		ref := fmt.Sprintf("ctl%d_%d", seq, j)
+		crow := ovsdb.Row{"target": t}
+		if s.InactivityProbeMS > 0 {
+			crow["inactivity_probe"] = s.InactivityProbeMS
+		}
+		if s.ControllerConnectionMode != "" {
+			crow["connection_mode"] = s.ControllerConnectionMode
+		}
+		ops = append(ops, ovsdb.Operation{Op: ovsdb.OperationInsert, Table: "Controller", UUIDName: ref, Row: crow})
+		refs = append(refs, ref)
+	}
+	return ops, refs
 }
 
 func bridgeDiffOps(v *view, b *vswitchd.Bridge, s BridgeSpec, seq int) []ovsdb.Operation {
@@ -193,21 +207,24 @@ func bridgeDiffOps(v *view, b *vswitchd.Bridge, s BridgeSpec, seq int) []ovsdb.O
 		slices.Sort(have)
 		slices.Sort(want)
 		if !slices.Equal(have, want) || len(have) != len(b.Controller) {
-			var refs []string
-			for j, t := range s.Controllers {
-				ref := fmt.Sprintf("ctl%d_%d", seq, j)
-				crow := ovsdb.Row{"target": t}
-				if s.InactivityProbeMS > 0 {
+			ctlOps, refs := s.controllerOps(seq)
+			ops = append(ops, ctlOps...)
+			row["controller"] = uuidSet(refs...)
+		} else {
+			for _, u := range b.Controller {
+				ct := v.controllers[u]
+				if ct == nil {
+					continue
+				}
+				crow := ovsdb.Row{}
+				if s.InactivityProbeMS > 0 && deref(ct.InactivityProbe) != s.InactivityProbeMS {
 					crow["inactivity_probe"] = s.InactivityProbeMS
 				}
-				ops = append(ops, ovsdb.Operation{Op: ovsdb.OperationInsert, Table: "Controller", UUIDName: ref, Row: crow})
-				refs = append(refs, ref)
-			}
-			row["controller"] = uuidSet(refs...)
-		} else if s.InactivityProbeMS > 0 {
-			for _, u := range b.Controller {
-				if ct := v.controllers[u]; ct != nil && deref(ct.InactivityProbe) != s.InactivityProbeMS {
-					ops = append(ops, updateOp("Controller", byUUID(u), ovsdb.Row{"inactivity_probe": s.InactivityProbeMS}))
+				if s.ControllerConnectionMode != "" && string(deref(ct.ConnectionMode)) != s.ControllerConnectionMode {
+					crow["connection_mode"] = s.ControllerConnectionMode
+				}
+				if len(crow) > 0 {
+					ops = append(ops, updateOp("Controller", byUUID(u), crow))
 				}
 			}
 		}

@@ -173,7 +173,7 @@ func monitorRequest(ovs client.Client) *client.Monitor {
 			&port.OtherConfig, &port.ExternalIDs),
 		client.WithTable(iface, &iface.Name, &iface.Type, &iface.Ofport, &iface.Options,
 			&iface.ExternalIDs, &iface.Error),
-		client.WithTable(ctl, &ctl.Target, &ctl.InactivityProbe),
+		client.WithTable(ctl, &ctl.Target, &ctl.InactivityProbe, &ctl.ConnectionMode),
 	)
 }
 
@@ -228,8 +228,10 @@ func (c *Client) onRow(table string, m model.Model, add bool) {
 	}
 }
 
-// OnReconnect registers fn to run (on its own goroutine) after each reconnect,
-// once the cache holds the server's current content.
+// OnReconnect registers fn to run (on its own goroutine) after each
+// reconnect. Reads made from fn (Snapshot, BridgePorts, ...) wait for the
+// cache refill to finish, so they see the server's current content; the
+// agent uses this to resync (the port monitor needs no help: it diffs).
 func (c *Client) OnReconnect(fn func()) {
 	c.mu.Lock()
 	c.onReconnect = append(c.onReconnect, fn)

@@ -67,7 +67,7 @@ func newTopology(p string) topology {
 	tp := topology{intBr: p + "-int", tunBr: p + "-tun", physBr: p + "-ph"}
 	for i, n := range []string{tp.intBr, tp.tunBr, tp.physBr} {
 		s := ReferenceBridge(n, DatapathNetdev, 50000, i == 0, false)
-		s.Controllers, s.InactivityProbeMS = []string{"tcp:127.0.0.1:6633"}, 10000
+		s.Controllers, s.InactivityProbeMS, s.ControllerConnectionMode = []string{"tcp:127.0.0.1:6633"}, 10000, "out-of-band"
 		tp.specs = append(tp.specs, s)
 	}
 	tp.specs[0].ExternalIDs = map[string]string{"ovsagent-cookie-round": "1"}
@@ -141,7 +141,7 @@ func TestEnsureTopologyIdempotent(t *testing.T) {
 	if got := vsctl(t, o, "get", "Bridge", tp.tunBr, "protocols"); got != "[OpenFlow10, OpenFlow13, OpenFlow14]" {
 		t.Errorf("protocols: %q", got)
 	}
-	if got := vsctl(t, o, "get", "Controller", tp.tunBr, "target", "inactivity_probe"); got != "\"tcp:127.0.0.1:6633\"\n10000" {
+	if got := vsctl(t, o, "get", "Controller", tp.tunBr, "target", "inactivity_probe", "connection_mode"); got != "\"tcp:127.0.0.1:6633\"\n10000\nout-of-band" {
 		t.Errorf("controller: %q", got)
 	}
 	vx, _ := TunnelPortName("vxlan", "172.31.255.2", TunnelHashSHA1)
