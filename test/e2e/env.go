@@ -307,7 +307,7 @@ func (e *Env) Plug(s PlugSpec) *VM {
 			}
 		})
 	}
-	if err := err; err != nil {
+	if err != nil {
 		e.T.Fatalf("plug: %v", err)
 	}
 	return vm
