@@ -283,24 +283,25 @@ type Push struct {
 
 // DecodePush decodes the args of a push cast.
 func DecodePush(args []byte) (*Push, error) {
+	// resource_list decodes in the same pass as the args (no copy, no second scan).
 	var a struct {
-		ResourceList json.RawMessage `json:"resource_list"`
+		ResourceList *[]resourceElem `json:"resource_list"`
 		EventType    string          `json:"event_type"`
 	}
 	if err := json.Unmarshal(args, &a); err != nil {
-		return nil, fmt.Errorf("push: %w", err)
+		return nil, fmt.Errorf("push: resource list: %w", err)
 	}
 	switch a.EventType {
 	case EventUpdated, EventDeleted, "created":
 	default:
 		return nil, fmt.Errorf("push: unknown event_type %q", a.EventType)
 	}
-	if len(a.ResourceList) == 0 {
+	if a.ResourceList == nil {
 		return nil, fmt.Errorf("push: missing resource_list")
 	}
-	rs, err := DecodeResourceList(a.ResourceList)
-	if err != nil {
-		return nil, fmt.Errorf("push: %w", err)
+	rs := make([]Resource, len(*a.ResourceList))
+	for i, e := range *a.ResourceList {
+		rs[i] = e.r
 	}
 	et := a.EventType
 	if et == "created" {

@@ -210,7 +210,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"bad version", prim("Port", "x", okPort), "Port", true},
 		{"nested major", prim("Port", "1.7", `{"id": "p", "bindings": [`+string(prim("PortBinding", "2.1", `{}`))+`]}`), "PortBinding", true},
 		{"nested wrong name", prim("Port", "1.7", `{"id": "p", "fixed_ips": [`+string(prim("Route", "1.0", `{}`))+`]}`), "IPAllocation", false},
-		{"nested not object", prim("Port", "1.7", `{"id": "p", "fixed_ips": [3]}`), "IPAllocation", false},
+		{"nested not object", prim("Port", "1.7", `{"id": "p", "fixed_ips": [3]}`), "fixed_ips", false},
 		{"wrong field type", prim("Port", "1.7", `{"id": 5}`), "Port", false},
 		{"no id", prim("Network", "1.1", `{"mtu": 1500}`), "without id", false},
 		{"not json", []byte(`{`), "ovo", false},

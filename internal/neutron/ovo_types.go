@@ -34,10 +34,7 @@ type Port struct {
 }
 
 // UnmarshalJSON implements json.Unmarshaler over the versioned-object envelope.
-func (p *Port) UnmarshalJSON(b []byte) error {
-	type plain Port
-	return unwrap(b, TypePort, ResourceVersions[TypePort], (*plain)(p))
-}
+func (p *Port) UnmarshalJSON(b []byte) error { return decodePort(b, p) }
 
 // ResourceType implements Resource.
 func (p *Port) ResourceType() string { return TypePort }
@@ -218,11 +215,7 @@ type Network struct {
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
-func (n *Network) UnmarshalJSON(b []byte) error {
-	type plain Network
-	n.MTU = 1500 // the OVO default when the field is unset
-	return unwrap(b, TypeNetwork, ResourceVersions[TypeNetwork], (*plain)(n))
-}
+func (n *Network) UnmarshalJSON(b []byte) error { return decodeNetwork(b, n) }
 
 // ResourceType implements Resource.
 func (n *Network) ResourceType() string { return TypeNetwork }
@@ -260,10 +253,7 @@ type Subnet struct {
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
-func (s *Subnet) UnmarshalJSON(b []byte) error {
-	type plain Subnet
-	return unwrap(b, TypeSubnet, ResourceVersions[TypeSubnet], (*plain)(s))
-}
+func (s *Subnet) UnmarshalJSON(b []byte) error { return decodeSubnet(b, s) }
 
 // ResourceType implements Resource.
 func (s *Subnet) ResourceType() string { return TypeSubnet }
@@ -330,11 +320,7 @@ type SecurityGroup struct {
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
-func (g *SecurityGroup) UnmarshalJSON(b []byte) error {
-	type plain SecurityGroup
-	g.Stateful = true // OVO default
-	return unwrap(b, TypeSecurityGroup, ResourceVersions[TypeSecurityGroup], (*plain)(g))
-}
+func (g *SecurityGroup) UnmarshalJSON(b []byte) error { return decodeSecurityGroup(b, g) }
 
 // ResourceType implements Resource.
 func (g *SecurityGroup) ResourceType() string { return TypeSecurityGroup }
@@ -366,10 +352,7 @@ type SecurityGroupRule struct {
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
-func (r *SecurityGroupRule) UnmarshalJSON(b []byte) error {
-	type plain SecurityGroupRule
-	return unwrap(b, TypeSecurityGroupRule, ResourceVersions[TypeSecurityGroupRule], (*plain)(r))
-}
+func (r *SecurityGroupRule) UnmarshalJSON(b []byte) error { return decodeSecurityGroupRule(b, r) }
 
 // ResourceType implements Resource.
 func (r *SecurityGroupRule) ResourceType() string { return TypeSecurityGroupRule }
@@ -394,10 +377,7 @@ type AddressGroup struct {
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
-func (g *AddressGroup) UnmarshalJSON(b []byte) error {
-	type plain AddressGroup
-	return unwrap(b, TypeAddressGroup, ResourceVersions[TypeAddressGroup], (*plain)(g))
-}
+func (g *AddressGroup) UnmarshalJSON(b []byte) error { return decodeAddressGroup(b, g) }
 
 // ResourceType implements Resource.
 func (g *AddressGroup) ResourceType() string { return TypeAddressGroup }
