@@ -85,12 +85,16 @@ func startAgent(t *testing.T, ctx context.Context) *agentUnderTest {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.tr.Close() })
-	if !a.tr.Connected() {
-		t.Fatalf("RabbitMQ not reachable at %s", neutrontest.TransportURL())
-	}
 	rpc := neutron.Oslo{T: a.tr}
 	a.client = neutron.NewClient(rpc, a.host)
 	a.client.Timeout = 30 * time.Second
+	// A call waits for the broker connection (Dial does not), so a broker that is still
+	// starting is waited for; consumers are then declared at once by Serve.
+	actx, acancel := context.WithTimeout(ctx, 60*time.Second)
+	defer acancel()
+	if alive, err := a.client.HasAliveNeutronServer(actx); err != nil || !alive {
+		t.Fatalf("has_alive_neutron_server via %s = %v, %v", neutrontest.TransportURL(), alive, err)
+	}
 	a.cache = neutron.NewCache(neutron.CacheOptions{OnEvent: a.events.Push, Puller: a.client})
 	cfg := neutron.ConsumerConfig{Host: a.host, Cache: a.cache, Handler: a.handler, L2Population: true}
 	if err := cfg.Serve(rpc); err != nil {
@@ -115,11 +119,6 @@ func TestInteropRealServer(t *testing.T) {
 			t.Logf("cleanup agents: %v", err)
 		}
 	})
-
-	alive, err := a.client.HasAliveNeutronServer(ctx)
-	if err != nil || !alive {
-		t.Fatalf("has_alive_neutron_server = %v, %v", alive, err)
-	}
 
 	// report_state makes us an "Open vSwitch agent" the ML2 driver can bind to.
 	res, err := a.reporter.ReportOnce(ctx)

@@ -3,7 +3,7 @@ package neutron
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -151,6 +151,9 @@ func (c *Client) ReportState(ctx context.Context, st AgentState, timeout time.Du
 	return *res, nil
 }
 
+// ErrReportSkipped is returned by ReportOnce when Configurations says not ready.
+var ErrReportSkipped = errors.New("neutron: report_state skipped: agent not ready")
+
 // Reporter sends report_state every Interval, like the reference's heartbeat loop.
 type Reporter struct {
 	Client   *Client
@@ -222,7 +225,7 @@ func (r *Reporter) ReportOnce(ctx context.Context) (string, error) {
 		cfg, ok = r.Configurations()
 	}
 	if !ok {
-		return "", fmt.Errorf("neutron: report_state skipped: agent not ready")
+		return "", ErrReportSkipped
 	}
 	synced := r.Synced == nil || r.Synced()
 	st := r.State(cfg)
@@ -259,7 +262,11 @@ func (r *Reporter) Run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			slog.Warn("neutron: report_state failed", "err", err)
+			if errors.Is(err, ErrReportSkipped) {
+				slog.Debug("neutron: report_state skipped (OVS not connected)")
+			} else {
+				slog.Warn("neutron: report_state failed", "err", err)
+			}
 		} else if res == ReportRevived {
 			slog.Info("neutron: agent revived by the server; full resync needed")
 		}
