@@ -326,9 +326,35 @@ func (c *Cache) Fill(ctx context.Context, rtype string, filter Filter, agentRest
 	if p == nil {
 		return fmt.Errorf("cache: no puller for %s", rtype)
 	}
+	// Bound each reply: a bulk_pull of thousands of ports would exceed the message size
+	// limit (a bound port is ~4 KB on the wire).
+	if ids, ok := filter["id"]; ok && len(filter) == 1 && len(ids) > ResyncChunk {
+		for start := 0; start < len(ids); start += ResyncChunk {
+			chunk := Filter{"id": ids[start:min(start+ResyncChunk, len(ids))]}
+			if err := c.fillOnce(ctx, p, rtype, chunk, agentRestarted); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return c.fillOnce(ctx, p, rtype, filter, agentRestarted)
+}
+
+func describe(f Filter) string {
+	if len(f) == 1 {
+		for k, v := range f {
+			if len(v) > 3 {
+				return fmt.Sprintf("%s: %d values", k, len(v))
+			}
+		}
+	}
+	return fmt.Sprint(map[string][]string(f))
+}
+
+func (c *Cache) fillOnce(ctx context.Context, p Puller, rtype string, filter Filter, agentRestarted bool) error {
 	rs, err := p.BulkPull(ctx, rtype, filter)
 	if err != nil {
-		return fmt.Errorf("cache: fill %s %v: %w", rtype, filter, err)
+		return fmt.Errorf("cache: fill %s (%s): %w", rtype, describe(filter), err)
 	}
 	c.deliverMu.Lock()
 	defer c.deliverMu.Unlock()

@@ -389,3 +389,48 @@ func TestCacheResync(t *testing.T) {
 		t.Fatal("resync error swallowed")
 	}
 }
+
+func TestCacheFillChunks(t *testing.T) {
+	fp := &fakePuller{byID: map[string]Resource{}}
+	var ids []string
+	for i := 0; i < 2*ResyncChunk+1; i++ {
+		id := fmt.Sprintf("p%04d", i)
+		ids = append(ids, id)
+		fp.byID["Port/"+id] = boundPort(id, "h", 1)
+	}
+	c := NewCache(CacheOptions{Puller: fp})
+	if err := c.Fill(context.Background(), TypePort, Filter{"id": ids}, false); err != nil {
+		t.Fatal(err)
+	}
+	if len(fp.calls) != 3 || c.Len(TypePort) != len(ids) {
+		t.Fatalf("%d pulls, %d cached", len(fp.calls), c.Len(TypePort))
+	}
+	if err := c.Ensure(context.Background(), TypePort, Filter{"id": ids}, false); err != nil || len(fp.calls) != 3 {
+		t.Fatalf("ensure after fill pulled again: %d %v", len(fp.calls), err)
+	}
+}
+
+// BenchmarkCacheUpdate measures recording a changed port (revision check, field diff,
+// event) — the per-port cost of a push after decoding.
+func BenchmarkCacheUpdate(b *testing.B) {
+	n := 0
+	c := NewCache(CacheOptions{OnEvent: func(Event) { n++ }})
+	ports := make([]*Port, 1000)
+	for i := range ports {
+		ports[i] = boundPort(fmt.Sprintf("p%d", i), "h", 1)
+		c.Update(ports[i], false)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p := *ports[i%len(ports)]
+		p.RevisionNumber = int64(i + 2)
+		p.Status = []string{"ACTIVE", "DOWN"}[i%2]
+		c.Update(&p, false)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ports/s")
+	if n == 0 {
+		b.Fatal("no events")
+	}
+}
