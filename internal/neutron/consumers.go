@@ -91,7 +91,7 @@ type FDBUpdate struct {
 	ChgIP map[string]map[string]IPChange `json:"chg_ip"`
 }
 
-// Handler receives the server's notifications (other than pushes, which feed the Cache).
+// NotificationHandler receives the server's notifications (other than pushes, which feed the Cache).
 // Methods run on the consumer goroutine and should hand off quickly; an error is logged
 // and counted by the transport for that message only.
 type NotificationHandler interface {
