@@ -7,7 +7,8 @@
 #   3. creates a VXLAN network with two VMs (network namespaces plugged into
 #      br-int as nova/os-vif plugs them), waits for ACTIVE and pings.
 # Usage: scripts/demo.sh [run|stop]   (run is the default; stop removes the
-# demo's VMs, ports and network and stops the agent)
+# demo's VMs, ports and network and stops the agent; KEEP=0 scripts/demo.sh
+# does that at the end of the run)
 set -euo pipefail
 exec </dev/null
 export PATH=/usr/local/go/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH
@@ -63,7 +64,8 @@ fi
 # the e2e suite uses the same br-int and host hv1: never at the same time
 # (the lock is held while this script runs; the agent does not inherit it)
 exec 9>/run/ovsagent-e2e.lock
-flock -w 900 9 || { echo "an e2e run holds /run/ovsagent-e2e.lock"; exit 1; }
+flock -n 9 || { echo "waiting for the e2e run holding /run/ovsagent-e2e.lock"; flock -w 900 9; } || { echo "still locked after 15 min"; exit 1; }
+T0=$(date +%s%N)
 
 # ---------------------------------------------------------------- 1. services
 [ -x "$SHARED/refenv/setup.sh" ] || die "shared tree not found at $SHARED (set OVSAGENT_SHARED)"
@@ -136,3 +138,6 @@ for pair in "demo-vm1 $IP2" "demo-vm2 $IP1"; do
 done
 say "done: two VMs on a VXLAN network wired by ovsagent. Flows: ovs-ofctl -O OpenFlow13 dump-flows br-int"
 say "metrics: curl -s http://127.0.0.1:9177/metrics; remove the demo: scripts/demo.sh stop"
+if [ "${KEEP:-1}" = 0 ]; then
+  cleanup_demo; stop_pid $RUN/ovs-agent.pid "$BIN"; say "KEEP=0: demo removed, agent stopped"
+fi
