@@ -79,7 +79,9 @@ func Dial(ctx context.Context, conn string, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ovsdb: model: %w", err)
 	}
-	lg := logr.FromSlogHandler(opts.Logger.With("component", "libovsdb").Handler())
+	// libovsdb logs every failed reconnect attempt as an error; while
+	// ovsdb-server is down that is expected, so its records are capped at WARN.
+	lg := logr.FromSlogHandler(warnCap{opts.Logger.With("component", "libovsdb").Handler()})
 	// Retry forever: libovsdb panics when its backoff gives up.
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 100 * time.Millisecond
@@ -128,6 +130,22 @@ func Dial(ctx context.Context, conn string, opts Options) (*Client, error) {
 	c.log.Debug("connected", "conn", conn, "rundir", c.runDir, "ovs_version", deref(roots[0].OVSVersion))
 	return c, nil
 }
+
+type warnCap struct{ slog.Handler }
+
+func (h warnCap) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.Handler.Enabled(ctx, min(l, slog.LevelWarn))
+}
+
+func (h warnCap) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level > slog.LevelWarn {
+		r.Level = slog.LevelWarn
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h warnCap) WithAttrs(as []slog.Attr) slog.Handler { return warnCap{h.Handler.WithAttrs(as)} }
+func (h warnCap) WithGroup(g string) slog.Handler       { return warnCap{h.Handler.WithGroup(g)} }
 
 // connectRetry makes the first connection, retrying with backoff until ctx
 // ends: the agent may start before ovsdb-server (reconnects after that are

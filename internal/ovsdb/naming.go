@@ -78,7 +78,7 @@ func TunnelPortName(tunnelType, remoteIP string, h TunnelHash) (string, error) {
 		return "", fmt.Errorf("ovsdb: tunnel name: invalid remote IP %q", remoteIP)
 	}
 	hashLen := DeviceNameMaxLen - len(tunnelType) - 1
-	if hashLen <= 0 {
+	if hashLen < 8 { // room for the IPv4 form; the reference's types all leave it
 		return "", fmt.Errorf("ovsdb: tunnel name: type %q too long", tunnelType)
 	}
 	if addr.Is4() {

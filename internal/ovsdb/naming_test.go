@@ -88,3 +88,26 @@ func TestMergeMutations(t *testing.T) {
 		t.Fatalf("got %v", m)
 	}
 }
+
+func FuzzTunnelPortName(f *testing.F) {
+	for _, s := range []string{"10.0.0.2", "2001:db8::1", "::ffff:10.0.0.1", "", "x"} {
+		f.Add("vxlan", s)
+	}
+	f.Fuzz(func(t *testing.T, typ, ip string) {
+		for _, h := range []TunnelHash{TunnelHashSHA1, TunnelHashBlake2b} {
+			name, err := TunnelPortName(typ, ip, h)
+			if err != nil {
+				continue
+			}
+			if len(name) > DeviceNameMaxLen {
+				t.Fatalf("%q: %d chars", name, len(name))
+			}
+			if name[:len(typ)+1] != typ+"-" {
+				t.Fatalf("%q lacks prefix %q", name, typ)
+			}
+		}
+		if n, err := InterfaceName(ip, PeerIntegrationPrefix); err == nil && len(ip)+4 > DeviceNameMaxLen && len(n) != DeviceNameMaxLen {
+			t.Fatalf("InterfaceName(%q) = %q", ip, n)
+		}
+	})
+}
