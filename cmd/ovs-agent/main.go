@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/ovsagent/ovsagent/internal/config"
@@ -160,6 +161,20 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// SIGHUP must not kill the agent (its default action): reopen the log
+	// file instead, for logrotate.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			if err := reopenLog(); err != nil {
+				log.Error("SIGHUP: reopen log file", "err", err)
+			} else {
+				log.Info("SIGHUP: log file reopened")
+			}
+		}
+	}()
 	log.Info("starting", "host", cfg.Default.Host, "transport_url", cfg.Default.Transport.String(),
 		"files", strings.Join(cfg.Files, ","))
 	if err := run(ctx, cfg, log); err != nil && !errors.Is(err, context.Canceled) {
@@ -187,11 +202,12 @@ func newLogger(o *cliOptions, cfg *config.Config, stderr io.Writer) (*slog.Logge
 	var w io.Writer = stderr
 	closeFn := func() {}
 	if path != "" {
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
-		if err != nil {
+		lf := &logFile{path: path}
+		if err := lf.reopen(); err != nil {
 			return nil, nil, fmt.Errorf("log file: %w", err)
 		}
-		w, closeFn = f, func() { f.Close() }
+		w, closeFn = lf, lf.close
+		reopenLog = lf.reopen
 	}
 	hopts := &slog.HandlerOptions{Level: level}
 	var h slog.Handler = slog.NewTextHandler(w, hopts)
@@ -199,4 +215,41 @@ func newLogger(o *cliOptions, cfg *config.Config, stderr io.Writer) (*slog.Logge
 		h = slog.NewJSONHandler(w, hopts)
 	}
 	return slog.New(h), closeFn, nil
+}
+
+// reopenLog reopens the log file (SIGHUP); a no-op when logging to stderr.
+var reopenLog = func() error { return nil }
+
+// logFile is an append-only log file that can be reopened after rotation.
+type logFile struct {
+	mu   sync.Mutex
+	path string
+	f    *os.File
+}
+
+func (l *logFile) reopen() error {
+	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	old := l.f
+	l.f = f
+	l.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	return nil
+}
+
+func (l *logFile) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.f.Write(p)
+}
+
+func (l *logFile) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.f.Close()
 }

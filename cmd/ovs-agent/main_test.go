@@ -56,9 +56,18 @@ func TestLogger(t *testing.T) {
 		t.Fatal(err)
 	}
 	log.Debug("hello", "k", 1)
+	// logrotate: the file is moved away, SIGHUP reopens the path
+	if err := os.Rename(logf, logf+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := reopenLog(); err != nil {
+		t.Fatal(err)
+	}
+	log.Info("after rotation")
 	closeLog()
+	old, _ := os.ReadFile(logf + ".1")
 	data, _ := os.ReadFile(logf)
-	if !strings.Contains(string(data), `"level":"DEBUG","msg":"hello","k":1`) {
-		t.Fatalf("log: %s", data)
+	if !strings.Contains(string(old), `"level":"DEBUG","msg":"hello","k":1`) || !strings.Contains(string(data), "after rotation") || strings.Contains(string(data), "hello") {
+		t.Fatalf("log: %s / rotated: %s", data, old)
 	}
 }
