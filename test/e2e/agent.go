@@ -342,7 +342,8 @@ func (a *Agent) signal(sig syscall.Signal) error {
 	return syscall.Kill(pid, sig)
 }
 
-// Stop sends SIGTERM and waits up to timeout, then SIGKILL. It returns how
+// Stop sends SIGTERM and waits up to timeout, then SIGQUIT (stack dump in
+// Dir/stdout.log) and SIGKILL. It returns how
 // long the agent took to exit after SIGTERM and whether it had to be killed.
 func (a *Agent) Stop(timeout time.Duration) (time.Duration, bool, error) {
 	done := a.Exited()
@@ -357,6 +358,16 @@ func (a *Agent) Stop(timeout time.Duration) (time.Duration, bool, error) {
 	case <-done:
 		return time.Since(start), false, nil
 	case <-time.After(timeout):
+	}
+	// SIGQUIT first: the Go runtime writes every goroutine's stack to
+	// stdout.log, which shows what the shutdown waits for.
+	if err := a.signal(syscall.SIGQUIT); err != nil {
+		return 0, true, err
+	}
+	select {
+	case <-done:
+		return time.Since(start), true, nil
+	case <-time.After(3 * time.Second):
 	}
 	if err := a.signal(syscall.SIGKILL); err != nil {
 		return 0, true, err
