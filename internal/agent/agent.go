@@ -38,6 +38,9 @@ type Options struct {
 	FDBWait time.Duration
 	// RetryMin and RetryMax bound the back-off of failed work.
 	RetryMin, RetryMax time.Duration
+	// MaxInflightReports bounds the update_device_list calls out at once
+	// (default 4).
+	MaxInflightReports int
 	// RecordRPC makes the agent record its RPC calls in the metrics; off
 	// when the transport's observer already does.
 	RecordRPC bool
@@ -55,6 +58,9 @@ func (o *Options) defaults() {
 	}
 	if o.RetryMax <= 0 {
 		o.RetryMax = 30 * time.Second
+	}
+	if o.MaxInflightReports <= 0 {
+		o.MaxInflightReports = 4
 	}
 }
 
@@ -85,10 +91,13 @@ type Agent struct {
 	now func() time.Time
 
 	// inbox: notifications from any goroutine, drained by the loop.
-	inMu    sync.Mutex
-	inbox   []Event
-	inReady chan struct{}
-	explain chan explainReq
+	inMu     sync.Mutex
+	inbox    []Event
+	inReady  chan struct{}
+	explain  chan explainReq
+	results  chan *reportResult
+	wg       sync.WaitGroup // report calls out
+	inflight int
 
 	// state
 	layout     BridgeLayout
@@ -149,6 +158,7 @@ func New(opt Options, d Deps) *Agent {
 		opt: opt, d: d, log: d.Log, now: d.Now,
 		inReady:     make(chan struct{}, 1),
 		explain:     make(chan explainReq),
+		results:     make(chan *reportResult, opt.MaxInflightReports),
 		reportNow:   make(chan struct{}, 1),
 		ps:          pipeline.NewState(opt.Pipeline),
 		vlans:       pipeline.NewVLANManager(),
@@ -206,6 +216,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		go func() { defer wg.Done(); a.reportLoop(ctx) }()
 	}
 	defer wg.Wait()
+	defer a.wg.Wait() // update_device_list calls end with ctx
 
 	var canary <-chan time.Time
 	if a.opt.CanaryInterval > 0 {
@@ -236,6 +247,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			a.onPortEvent(ev)
 		case <-a.inReady:
+		case r := <-a.results:
+			a.onReportResult(r)
 		case ev := <-ofEvents:
 			a.log.Info("agent: OpenFlow connection (re)established", "bridge", ev.Bridge)
 			a.checkCanary = true
@@ -261,6 +274,8 @@ func (a *Agent) Run(ctx context.Context) error {
 				}
 				a.onPortEvent(ev)
 			case <-a.inReady:
+			case r := <-a.results:
+				a.onReportResult(r)
 			case ev := <-ofEvents:
 				a.log.Info("agent: OpenFlow connection (re)established", "bridge", ev.Bridge)
 				a.checkCanary = true

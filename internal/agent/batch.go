@@ -366,19 +366,19 @@ func (a *Agent) wirePort(p *portRec) (PortSetting, bool) {
 			p.upOnSrv = false
 		}
 		if !p.upOnSrv {
-			p.want = reportUp
+			p.setWant(reportUp)
 		} else {
-			p.want = reportNone
+			p.setWant(reportNone)
 			p.seen = time.Time{}
 		}
 	case wiredAdminDown:
 		if newWiring || p.want == reportUp {
-			p.want = reportDown
+			p.setWant(reportDown)
 		}
 		p.upOnSrv = false
 	case wiredDead:
 		if p.want == reportUp {
-			p.want = reportNone
+			p.setWant(reportNone)
 		}
 		p.upOnSrv = false
 		p.seen = time.Time{}
@@ -524,7 +524,7 @@ func (a *Agent) removePort(p *portRec) {
 	}
 	a.deleteFirewallPort(p.id)
 	if p.dev != nil && p.dev.Bound && (p.wired == wiredUp || p.wired == wiredAdminDown) {
-		p.want = reportDown
+		p.setWant(reportDown)
 		p.wired = wiredNone
 		p.upOnSrv = false
 		return
@@ -592,6 +592,11 @@ func (a *Agent) applyFlows(ctx context.Context) bool {
 				a.log.Error("agent: firewall owner", "owner", owner, "err", err)
 				delete(a.dirtyOwner, owner)
 				continue
+			}
+			for i := range fs {
+				if fs[i].Cookie == 0 {
+					fs[i].Cookie = a.ps.Int.Cookie // what the reconciler installs them with
+				}
 			}
 			bf = map[string][]openflow.Flow{a.layout.Integration: fs}
 		} else {
@@ -710,108 +715,157 @@ func (a *Agent) afterSweep(ctx context.Context) {
 
 // reportDevices sends one update_device_list for every port whose state
 // the server must learn (plus a devices_down first for re-plugged ports).
+// The call runs on its own goroutine so that wiring goes on while the
+// server works; its result comes back to the loop (onReportResult). A port
+// is in at most one call at a time, which keeps its ups and downs in order.
 func (a *Agent) reportDevices(ctx context.Context) {
+	if a.inflight >= a.opt.MaxInflightReports {
+		return // a result will bring the loop back
+	}
 	now := a.now()
-	var up, down, readded []string
-	upNets := map[string]bool{}
+	r := &reportResult{gens: map[string]uint64{}, upNets: map[string]bool{}}
 	for _, id := range sortedKeys(a.ports) {
 		p := a.ports[id]
-		if p.retryAt.After(now) {
+		if p.inflight || p.retryAt.After(now) {
 			continue
 		}
 		switch p.want {
 		case reportUp:
 			if p.wired == wiredUp && p.tagOK {
-				up = append(up, id)
-				upNets[p.dev.NetworkID] = true
+				r.up = append(r.up, id)
+				r.upNets[p.dev.NetworkID] = true
 				if p.reAdded {
-					readded = append(readded, id)
+					r.readded = append(r.readded, id)
 				}
 			}
 		case reportDown:
-			down = append(down, id)
+			r.down = append(r.down, id)
 		}
 	}
-	refresh := len(a.refreshNets) > 0
-	if refresh {
+	for id := range a.refreshNets {
+		if !r.upNets[id] {
+			continue
+		}
+		r.refresh = true
+	}
+	if len(a.refreshNets) > 0 {
 		// l2pop sends a network's full FDB when a port of it goes up with
 		// refresh_tunnels; one already-ACTIVE port per network is enough
 		// (no status change on the server, no storm).
 		for _, id := range sortedKeys(a.ports) {
 			p := a.ports[id]
-			if p.wired == wiredUp && p.tagOK && p.dev != nil && a.refreshNets[p.dev.NetworkID] && !upNets[p.dev.NetworkID] {
-				up = append(up, id)
-				upNets[p.dev.NetworkID] = true
+			if !p.inflight && p.wired == wiredUp && p.tagOK && p.dev != nil && a.refreshNets[p.dev.NetworkID] && !r.upNets[p.dev.NetworkID] {
+				r.up = append(r.up, id)
+				r.upNets[p.dev.NetworkID] = true
 			}
 		}
+		r.refresh = true
 	}
-	if len(up) == 0 && len(down) == 0 {
+	if len(r.up) == 0 && len(r.down) == 0 {
 		return
 	}
-	if len(readded) > 0 {
-		start := time.Now()
-		_, err := a.d.Plugin.UpdateDeviceList(ctx, nil, readded, false)
-		a.observeRPC("update_device_list", time.Since(start), err)
-		if err != nil {
-			a.reportFailed(readded, err)
-			return
-		}
-		for _, id := range readded {
-			a.ports[id].reAdded = false
+	r.sent = a.now()
+	for _, id := range append(r.up, r.down...) {
+		p := a.ports[id]
+		p.inflight = true
+		r.gens[id] = p.gen
+		if p.want == reportUp && !p.seen.IsZero() {
+			a.d.Metrics.ObserveAgentBatch(r.sent.Sub(p.seen))
 		}
 	}
-	sent := a.now()
-	for _, id := range up {
-		if p := a.ports[id]; !p.seen.IsZero() {
-			a.d.Metrics.ObserveAgentBatch(sent.Sub(p.seen))
-		}
-	}
+	a.inflight++
 	a.d.Metrics.IncUpdateDeviceList()
-	a.log.Debug("agent: update_device_list", "up", up, "down", down, "refresh_tunnels", refresh)
-	start := time.Now()
-	res, err := a.d.Plugin.UpdateDeviceList(ctx, up, down, refresh)
-	a.observeRPC("update_device_list", time.Since(start), err)
-	if err != nil {
-		a.reportFailed(append(up, down...), err)
+	a.log.Debug("agent: update_device_list", "up", r.up, "down", r.down, "refresh_tunnels", r.refresh, "in_flight", a.inflight)
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		if len(r.readded) > 0 {
+			start := time.Now()
+			_, err := a.d.Plugin.UpdateDeviceList(ctx, nil, r.readded, false)
+			a.observeRPC("update_device_list", time.Since(start), err)
+			if err != nil {
+				r.err = err
+				a.results <- r
+				return
+			}
+		}
+		start := time.Now()
+		r.res, r.err = a.d.Plugin.UpdateDeviceList(ctx, r.up, r.down, r.refresh)
+		a.observeRPC("update_device_list", time.Since(start), r.err)
+		r.replied = a.now()
+		a.results <- r
+	}()
+}
+
+// reportResult is one update_device_list round trip.
+type reportResult struct {
+	up, down, readded []string
+	gens              map[string]uint64 // port → want generation sent
+	upNets            map[string]bool
+	refresh           bool
+	res               DeviceListResult
+	err               error
+	sent, replied     time.Time
+}
+
+// onReportResult applies a reply on the loop. A port whose wish changed
+// while the call was out keeps its new wish.
+func (a *Agent) onReportResult(r *reportResult) {
+	a.inflight--
+	for id := range r.gens {
+		if p := a.ports[id]; p != nil {
+			p.inflight = false
+		}
+	}
+	if r.err != nil {
+		a.reportFailed(append(r.up, r.down...), r.err)
 		return
 	}
-	replied := a.now()
-	if refresh {
+	for _, id := range r.readded {
+		if p := a.ports[id]; p != nil {
+			p.reAdded = false
+		}
+	}
+	if r.refresh {
 		for id := range a.refreshNets {
-			if upNets[id] {
+			if r.upNets[id] {
 				delete(a.refreshNets, id)
 				if !a.swept {
-					a.fdbAwait[id] = replied.Add(a.opt.FDBWait)
+					a.fdbAwait[id] = r.replied.Add(a.opt.FDBWait)
 				}
 			}
 		}
 	}
 	ok := map[string]bool{}
-	for _, id := range res.Up {
+	for _, id := range r.res.Up {
 		ok[id] = true
-		if p := a.ports[id]; p != nil && p.want == reportUp {
-			p.upOnSrv = true
-			p.want = reportNone
-			p.failures = 0
-			if !p.seen.IsZero() {
-				a.d.Metrics.ObservePortWiring(replied.Sub(p.seen))
-				p.seen = time.Time{}
-			}
+		p := a.ports[id]
+		if p == nil || p.gen != r.gens[id] || p.want != reportUp {
+			continue
+		}
+		p.upOnSrv = true
+		p.want = reportNone
+		p.failures = 0
+		if !p.seen.IsZero() {
+			a.d.Metrics.ObservePortWiring(r.replied.Sub(p.seen))
+			p.seen = time.Time{}
 		}
 	}
-	for _, id := range res.Down {
+	for _, id := range r.res.Down {
 		ok[id] = true
-		if p := a.ports[id]; p != nil && p.want == reportDown {
-			p.want = reportNone
-			p.failures = 0
-			if !p.present {
-				delete(a.ports, id)
-			}
+		p := a.ports[id]
+		if p == nil || p.gen != r.gens[id] || p.want != reportDown {
+			continue
+		}
+		p.want = reportNone
+		p.failures = 0
+		if !p.present {
+			delete(a.ports, id)
 		}
 	}
 	var failed []string
-	for _, id := range append(up, down...) {
-		if p := a.ports[id]; p != nil && !ok[id] && p.want != reportNone {
+	for _, id := range append(r.up, r.down...) {
+		if p := a.ports[id]; p != nil && !ok[id] && p.want != reportNone && p.gen == r.gens[id] {
 			failed = append(failed, id)
 		}
 	}

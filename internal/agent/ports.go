@@ -59,9 +59,17 @@ type portRec struct {
 	adopted  bool // found wired from an earlier run (tag + net_uuid match)
 	upOnSrv  bool // the server has it ACTIVE (our reply or, when adopted, the cache)
 	want     report
-	sentAt   time.Time
+	gen      uint64 // bumped when want changes; a reply applies only to the wish it answered
+	inflight bool   // in an update_device_list call now
 	failures int
 	retryAt  time.Time
+}
+
+func (p *portRec) setWant(r report) {
+	if p.want != r {
+		p.want = r
+		p.gen++
+	}
 }
 
 // pending reports whether the port still has work (it keeps the agent out of sync).
