@@ -590,3 +590,25 @@ func TestOVSFirewallFlowsFollowSecurityGroups(t *testing.T) {
 	sw.unplug("tap1")
 	h.waitFor("port flows gone", func() bool { return fl.owners("br-int")["fw:port:p1"] == 0 && srv.status("p1") == "DOWN" })
 }
+
+// While a port's up is with the server, the loop keeps wiring other ports,
+// and a later down for the same port waits for the up's reply.
+func TestReportsOffTheLoopKeepPerPortOrder(t *testing.T) {
+	sw, fl, srv := newFakeSwitch(true), newFakeFlows(), newFakeServer()
+	srv.addPort("p1", "net-a", "vxlan", 100, "fa:16:3e:00:00:01")
+	srv.addPort("p2", "net-a", "vxlan", 100, "fa:16:3e:00:00:02")
+	gate := make(chan struct{})
+	srv.gate = gate
+	h := start(t, sw, fl, srv, testOpts(false))
+	sw.snapshot()
+	sw.plug("p1", "tap1", "fa:16:3e:00:00:01")
+	h.waitFor("p1 wired while its report is out", func() bool { return sw.tag("tap1") == 1 && fl.owners("br-int")["port:p1"] > 0 })
+	sw.plug("p2", "tap2", "fa:16:3e:00:00:02")
+	h.waitFor("p2 wired while p1's report is out", func() bool { return sw.tag("tap2") == 1 && fl.owners("br-int")["port:p2"] > 0 })
+	sw.unplug("tap1")
+	h.waitFor("p1's flows gone", func() bool { return fl.owners("br-int")["port:p1"] == 0 })
+	close(gate) // the server answers everything from now on
+	h.waitFor("p1 DOWN, p2 ACTIVE, in sync", func() bool {
+		return srv.status("p1") == "DOWN" && srv.status("p2") == "ACTIVE" && h.inSync()
+	})
+}

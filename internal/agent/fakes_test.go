@@ -284,6 +284,7 @@ type fakeServer struct {
 	reports       int
 	startFlags    int
 	answer        string
+	gate          chan struct{} // when set, update_device_list waits for a token
 }
 
 func newFakeServer() *fakeServer {
@@ -328,7 +329,17 @@ func (s *fakeServer) calls() int {
 	return s.udlCalls
 }
 
-func (s *fakeServer) UpdateDeviceList(_ context.Context, up, down []string, refresh bool) (DeviceListResult, error) {
+func (s *fakeServer) UpdateDeviceList(ctx context.Context, up, down []string, refresh bool) (DeviceListResult, error) {
+	s.mu.Lock()
+	gate := s.gate
+	s.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return DeviceListResult{}, ctx.Err()
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.down {
