@@ -39,7 +39,7 @@ type Options struct {
 	// RetryMin and RetryMax bound the back-off of failed work.
 	RetryMin, RetryMax time.Duration
 	// MaxInflightReports bounds the update_device_list calls out at once
-	// (default 4).
+	// (default 8).
 	MaxInflightReports int
 	// RecordRPC makes the agent record its RPC calls in the metrics; off
 	// when the transport's observer already does.
@@ -60,7 +60,7 @@ func (o *Options) defaults() {
 		o.RetryMax = 30 * time.Second
 	}
 	if o.MaxInflightReports <= 0 {
-		o.MaxInflightReports = 4
+		o.MaxInflightReports = 8
 	}
 }
 
@@ -131,6 +131,7 @@ type Agent struct {
 	tunnelSync    map[string]*retry // tunnel type → pending tunnel_sync
 	fdbAwait      map[string]time.Time
 	refreshNets   map[string]bool // tunnelled networks whose FDB must be (re)requested
+	refreshOut    map[string]bool // … and whose request is out now
 	sgDirty       bool
 	inSync        bool
 	reportStart   atomic.Bool // next report carries start_flag
@@ -174,6 +175,7 @@ func New(opt Options, d Deps) *Agent {
 		tunnelSync:  map[string]*retry{},
 		fdbAwait:    map[string]time.Time{},
 		refreshNets: map[string]bool{},
+		refreshOut:  map[string]bool{},
 	}
 	a.reportStart.Store(true)
 	return a

@@ -742,24 +742,29 @@ func (a *Agent) reportDevices(ctx context.Context) {
 			r.down = append(r.down, id)
 		}
 	}
-	for id := range a.refreshNets {
-		if !r.upNets[id] {
+	// l2pop sends a network's full FDB when a port of it goes up with
+	// refresh_tunnels; one already-ACTIVE port per network is enough (no
+	// status change on the server, no storm). A network whose refresh is
+	// out already is not asked again.
+	r.refreshNets = map[string]bool{}
+	for _, id := range sortedKeys(a.refreshNets) {
+		if a.refreshOut[id] {
 			continue
 		}
-		r.refresh = true
-	}
-	if len(a.refreshNets) > 0 {
-		// l2pop sends a network's full FDB when a port of it goes up with
-		// refresh_tunnels; one already-ACTIVE port per network is enough
-		// (no status change on the server, no storm).
-		for _, id := range sortedKeys(a.ports) {
-			p := a.ports[id]
-			if !p.inflight && p.wired == wiredUp && p.tagOK && p.dev != nil && a.refreshNets[p.dev.NetworkID] && !r.upNets[p.dev.NetworkID] {
-				r.up = append(r.up, id)
-				r.upNets[p.dev.NetworkID] = true
+		if !r.upNets[id] {
+			for _, pid := range sortedKeys(a.ports) {
+				p := a.ports[pid]
+				if !p.inflight && p.wired == wiredUp && p.tagOK && p.dev != nil && p.dev.NetworkID == id {
+					r.up = append(r.up, pid)
+					r.upNets[id] = true
+					break
+				}
 			}
 		}
-		r.refresh = true
+		if r.upNets[id] {
+			r.refreshNets[id] = true
+			r.refresh = true
+		}
 	}
 	if len(r.up) == 0 && len(r.down) == 0 {
 		return
@@ -772,6 +777,9 @@ func (a *Agent) reportDevices(ctx context.Context) {
 		if p.want == reportUp && !p.seen.IsZero() {
 			a.d.Metrics.ObserveAgentBatch(r.sent.Sub(p.seen))
 		}
+	}
+	for id := range r.refreshNets {
+		a.refreshOut[id] = true
 	}
 	a.inflight++
 	a.d.Metrics.IncUpdateDeviceList()
@@ -802,6 +810,7 @@ type reportResult struct {
 	up, down, readded []string
 	gens              map[string]uint64 // port → want generation sent
 	upNets            map[string]bool
+	refreshNets       map[string]bool // networks whose FDB this call asks for
 	refresh           bool
 	res               DeviceListResult
 	err               error
@@ -812,6 +821,9 @@ type reportResult struct {
 // while the call was out keeps its new wish.
 func (a *Agent) onReportResult(r *reportResult) {
 	a.inflight--
+	for id := range r.refreshNets {
+		delete(a.refreshOut, id)
+	}
 	for id := range r.gens {
 		if p := a.ports[id]; p != nil {
 			p.inflight = false
@@ -826,13 +838,11 @@ func (a *Agent) onReportResult(r *reportResult) {
 			p.reAdded = false
 		}
 	}
-	if r.refresh {
-		for id := range a.refreshNets {
-			if r.upNets[id] {
-				delete(a.refreshNets, id)
-				if !a.swept {
-					a.fdbAwait[id] = r.replied.Add(a.opt.FDBWait)
-				}
+	for id := range r.refreshNets {
+		if a.refreshNets[id] {
+			delete(a.refreshNets, id)
+			if !a.swept {
+				a.fdbAwait[id] = r.replied.Add(a.opt.FDBWait)
 			}
 		}
 	}
