@@ -24,9 +24,8 @@ type OFBridges struct {
 }
 
 type ofBridge struct {
-	conn  *openflow.Conn
-	rec   *openflow.Reconciler
-	adopt bool // read the bridge before the next Apply (after a reset)
+	conn *openflow.Conn
+	rec  *openflow.Reconciler
 }
 
 // NewOFBridges returns an empty set; Add connects each bridge.
@@ -61,8 +60,15 @@ func (o *OFBridges) Add(ctx context.Context, bridge, mgmtPath string) error {
 			if cookie == 0 {
 				cookie = 1
 			}
+			rec := openflow.NewReconciler(conn, cookie)
+			// Take over what the bridge holds: an earlier run's flows keep
+			// forwarding until the first sync sweeps what nobody re-installed.
+			if err := rec.Adopt(ctx); err != nil {
+				conn.Close()
+				return fmt.Errorf("openflow: adopt %s: %w", bridge, err)
+			}
 			o.mu.Lock()
-			o.bridges[bridge] = &ofBridge{conn: conn, rec: openflow.NewReconciler(conn, cookie)}
+			o.bridges[bridge] = &ofBridge{conn: conn, rec: rec}
 			o.mu.Unlock()
 			o.log.Info("openflow: bridge connected", "bridge", bridge, "cookie", fmt.Sprintf("%#x", cookie))
 			return nil
@@ -89,20 +95,19 @@ func (o *OFBridges) get(bridge string) (*ofBridge, error) {
 	return b, nil
 }
 
-// Apply implements Flows. A sweep first reads the bridge so that the same
-// bundle deletes whatever no owner wants (earlier rounds, strays).
+// Apply implements Flows. A sweep deletes, in the same bundle, whatever
+// no owner wants (earlier rounds, strays adopted at start).
 func (o *OFBridges) Apply(ctx context.Context, bridge string, ch FlowChange) error {
 	b, err := o.get(bridge)
 	if err != nil {
 		return err
 	}
-	if ch.Sweep || b.adopt {
-		if err := b.rec.Adopt(ctx); err != nil {
-			return fmt.Errorf("openflow: %s: %w", bridge, err)
-		}
-		b.adopt = false
+	if ch.Sweep {
+		err = b.rec.ApplyAndSweep(ctx, ch.Set)
+	} else {
+		err = b.rec.Apply(ctx, ch.Set)
 	}
-	if err := b.rec.Apply(ctx, ch.Set); err != nil {
+	if err != nil {
 		return fmt.Errorf("openflow: apply on %s: %w", bridge, err)
 	}
 	return nil
@@ -117,11 +122,11 @@ func (o *OFBridges) Cookie(bridge string) uint64 {
 	return b.rec.Cookie()
 }
 
-// Reset implements Flows: the next Apply re-reads the (emptied) bridge and
-// re-installs every desired flow.
+// Reset implements Flows: the bridge's tables were emptied (ovs-vswitchd
+// restarted); the next Apply re-installs every desired flow.
 func (o *OFBridges) Reset(bridge string) {
 	if b, err := o.get(bridge); err == nil {
-		b.adopt = true
+		b.rec.Reset()
 	}
 }
 

@@ -793,7 +793,7 @@ func (a *Agent) reportDevices(ctx context.Context) {
 			a.observeRPC("update_device_list", time.Since(start), err)
 			if err != nil {
 				r.err = err
-				a.results <- r
+				a.deliver(ctx, r)
 				return
 			}
 		}
@@ -801,8 +801,17 @@ func (a *Agent) reportDevices(ctx context.Context) {
 		r.res, r.err = a.d.Plugin.UpdateDeviceList(ctx, r.up, r.down, r.refresh)
 		a.observeRPC("update_device_list", time.Since(start), r.err)
 		r.replied = a.now()
-		a.results <- r
+		a.deliver(ctx, r)
 	}()
+}
+
+// deliver hands a result to the loop; the channel has room for every call
+// in flight, and a stopping agent does not wait for it.
+func (a *Agent) deliver(ctx context.Context, r *reportResult) {
+	select {
+	case a.results <- r:
+	case <-ctx.Done():
+	}
 }
 
 // reportResult is one update_device_list round trip.
