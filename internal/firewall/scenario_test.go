@@ -18,11 +18,17 @@ import (
 
 // The reference capture: 4 ports on br-int with the default security group
 // plus "ingress tcp 22 from 10.100.0.0/24".
-const captures = "../../../shared/reference/captures"
+// capturesDir honours OVSAGENT_SHARED (set by .ci/run) before the sibling checkout.
+func capturesDir() string {
+	if d := os.Getenv("OVSAGENT_SHARED"); d != "" {
+		return filepath.Join(d, "reference", "captures")
+	}
+	return "../../../shared/reference/captures"
+}
 
 func readCapture(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(captures, name))
+	b, err := os.ReadFile(filepath.Join(capturesDir(), name))
 	if err != nil {
 		t.Fatalf("reference capture missing (needed by the golden test): %v", err)
 	}
