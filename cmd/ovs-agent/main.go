@@ -119,6 +119,9 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if len(args) > 0 && args[0] == "takeover" {
+		return takeoverMain(args[1:], stdout, stderr)
+	}
 	if len(args) > 0 && args[0] == "check-config" {
 		o, err := parseFlags("ovs-agent check-config", args[1:], stderr)
 		if err == nil && len(o.args) > 0 {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -105,6 +106,14 @@ func (p *TakeoverPlan) Totals() (same, modify, add, remove int) {
 func PlanTakeover(opt Options, in TakeoverInputs) *TakeoverPlan {
 	a := New(opt, Deps{Log: slog.New(slog.DiscardHandler)})
 	a.applyLayout(in.Layout)
+	// Any cookie but 0: the learn action then names one, as installed ones do.
+	a.ps.Int.Cookie = 1
+	if a.ps.Tun != nil {
+		a.ps.Tun.Cookie = 1
+	}
+	for _, pb := range a.ps.Phys {
+		pb.Cookie = 1
+	}
 	var msgs []string
 	a.log = slog.New(&msgHandler{out: &msgs})
 	a.adopt(in.VIFs)
@@ -201,10 +210,13 @@ func fwTableFlows(fs []openflow.Flow) []openflow.Flow {
 
 // sansCookie is a flow's content apart from its cookie: what decides
 // whether re-installing it with our cookie changes how it forwards.
+// A learn action embeds the bridge's cookie: that one is ignored too.
 func sansCookie(f openflow.Flow) string {
 	return strconv.Itoa(int(f.Flags)) + "|" + strconv.Itoa(int(f.IdleTimeout)) + "|" +
-		strconv.Itoa(int(f.HardTimeout)) + "|" + openflow.FormatActions(f.Actions)
+		strconv.Itoa(int(f.HardTimeout)) + "|" + learnCookie.ReplaceAllString(openflow.FormatActions(f.Actions), "cookie=*")
 }
+
+var learnCookie = regexp.MustCompile(`cookie=0x[0-9a-f]+`)
 
 func planBridge(br string, desired, installed []openflow.Flow) BridgePlan {
 	tables := map[uint8]*TablePlan{}
