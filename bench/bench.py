@@ -290,20 +290,38 @@ def our_ports(net):
     return [p for p in ps if p["name"].startswith(PORT_PREFIX)]
 
 
-def create_ports(net, names):
-    """Bulk POST in chunks; returns list of dicts id, name, mac, ip, device_id."""
-    out = []
-    for i in range(0, len(names), 100):
-        chunk = names[i:i + 100]
-        body = {"ports": [{"name": n, "project_id": PROJ, "network_id": net, "binding:host_id": HOST,
-                           "device_owner": "compute:nova", "device_id": _uuid()} for n in chunk]}
-        t0 = time.time()
-        for p in api("POST", "/ports", body)["ports"]:
-            out.append({"id": p["id"], "name": p["name"], "mac": p["mac_address"],
-                        "ip": p["fixed_ips"][0]["ip_address"], "device_id": p["device_id"],
-                        "vif_type": p.get("binding:vif_type")})
-        log("created %d ports (%.1fs)" % (len(chunk), time.time() - t0))
-    return out
+def create_ports(net, names, workers=3, chunk=50):
+    """Bulk POSTs of `chunk` ports, `workers` at a time; returns dicts id, name, mac, ip, device_id."""
+    chunks = [names[i:i + chunk] for i in range(0, len(names), chunk)]
+    res, errs, lock = {}, [], threading.Lock()
+
+    def w():
+        while True:
+            with lock:
+                if not chunks or errs:
+                    return
+                c = chunks.pop(0)
+            body = {"ports": [{"name": n, "project_id": PROJ, "network_id": net, "binding:host_id": HOST,
+                               "device_owner": "compute:nova", "device_id": _uuid()} for n in c]}
+            t0 = time.time()
+            try:
+                ps = api("POST", "/ports", body)["ports"]
+            except Exception as e:
+                with lock:
+                    errs.append(e)
+                return
+            with lock:
+                for p in ps:
+                    res[p["name"]] = {"id": p["id"], "name": p["name"], "mac": p["mac_address"],
+                                      "ip": p["fixed_ips"][0]["ip_address"], "device_id": p["device_id"],
+                                      "vif_type": p.get("binding:vif_type")}
+            log("created %d ports (%.1fs)" % (len(c), time.time() - t0))
+    ts = [threading.Thread(target=w) for _ in range(workers)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    if errs:
+        raise BenchError("port create: %s" % errs[0])
+    return [res[n] for n in names]
 
 
 def _uuid():
@@ -591,10 +609,10 @@ class Agent:
         raise BenchError("%s agent not alive in the API after %ds" % (self.kind, timeout))
 
     def started_reporting(self, ag):
-        # started_at is set on the agent's first report (start_flag) after this process started
+        # a heartbeat (state report) sent after this process started
         try:
             import calendar
-            st = calendar.timegm(time.strptime(ag["started_at"], "%Y-%m-%d %H:%M:%S"))
+            st = calendar.timegm(time.strptime(ag["heartbeat_timestamp"], "%Y-%m-%d %H:%M:%S"))
         except Exception:
             return True
         return st >= int(self.t_start) - 1
@@ -888,6 +906,8 @@ def run_agent(kind, args, ours_bin, net, floor_res, results):
 
         log("single-port plug -> ACTIVE, %d samples" % args.samples)
         p50, p99, _ = measure_single(agent, net, ports, args.samples)
+        if kind == "ours":
+            save("metrics-ours-after-single.txt", agent.metrics())
         R["single"] = (p50, p99)
         log("single p50 %.3f p99 %.3f" % (p50, p99))
         settle(agent)
@@ -899,6 +919,9 @@ def run_agent(kind, args, ours_bin, net, floor_res, results):
             loop, d = measure_plug(agent, net, ports[:n], to)
             R["plug%d" % n] = (loop, d)
             log("N=%d add-port loop %.2fs, all ACTIVE %s" % (n, loop, "%.2fs" % d if d else "TIMEOUT"))
+            if kind == "ours":
+                time.sleep(1)
+                save("metrics-ours-after-plug%d.txt" % n, agent.metrics())
             if n == nmax and d is not None:
                 R["settle"] = settle(agent)
                 R["flows"] = flows()
@@ -921,6 +944,8 @@ def run_agent(kind, args, ours_bin, net, floor_res, results):
             loop, d = measure_unplug(agent, net, ports[:n], to)
             R["unplug%d" % n] = (loop, d)
             log("N=%d unplug loop %.2fs, all DOWN %s" % (n, loop, "%.2fs" % d if d else "TIMEOUT"))
+            if kind == "ours":
+                save("metrics-ours-after-unplug%d.txt" % n, agent.metrics())
             if d is None:
                 break
             settle(agent)
