@@ -51,6 +51,7 @@ func takeoverFiles(t testing.TB) (dir, ini, metrics string) {
 	}
 	metrics = l.Addr().String()
 	l.Close()
+	restoreManagers(t)
 	ini = filepath.Join(dir, "openvswitch_agent.ini")
 	body := string(base) + "\n# ovsagent only (the reference ignores unknown sections)\n[ovsagent]\nmetrics_listen = " + metrics + "\n"
 	if err := os.WriteFile(ini, []byte(body), 0o644); err != nil {
@@ -537,4 +538,33 @@ func head(ls []string, n int) []string {
 		return ls[:n]
 	}
 	return ls
+}
+
+// restoreManagers puts the Open_vSwitch manager targets back as they are
+// now at the end of the test: the reference agent adds a Manager for its
+// ovsdb_connection (punix:/var/run/openvswitch/db.sock) when it starts.
+// ovsdb-server keeps listening on its command-line socket of the same path.
+func restoreManagers(t testing.TB) {
+	o := OVS{}
+	before, err := o.Vsctl(context.Background(), "get-manager")
+	if err != nil {
+		t.Fatalf("get-manager: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := cleanupCtx()
+		defer cancel()
+		now, err := o.Vsctl(ctx, "get-manager")
+		if err != nil || now == before {
+			return
+		}
+		args := []string{"del-manager"}
+		if b := strings.Fields(before); len(b) > 0 {
+			args = append([]string{"set-manager"}, b...)
+		}
+		if _, err := o.Vsctl(ctx, args...); err != nil {
+			t.Errorf("restore managers %q: %v", before, err)
+		} else {
+			t.Logf("managers %q (the reference added them) restored to %q", now, before)
+		}
+	})
 }

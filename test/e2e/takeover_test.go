@@ -259,6 +259,13 @@ func TestTakeoverFromReference(t *testing.T) {
 		}
 	}
 	t.Logf("flows by cookie after the takeover: %v; %s", now, controllers(e))
+	// The reference's Controller rows stay (removing a bridge's last
+	// controller flushes its flows; see agent's TestReferenceControllerRowsKept).
+	for _, br := range takeoverBridges {
+		if out, _ := e.OVS.Vsctl(e.Ctx, "get-controller", br); strings.TrimSpace(out) != "tcp:127.0.0.1:6633" {
+			t.Errorf("%s: controllers %q after the takeover, want the reference's tcp:127.0.0.1:6633 kept", br, out)
+		}
+	}
 
 	// The flows are what ovs-agent computes from scratch: the dry run (a
 	// fresh computation from OVSDB and the server) finds nothing to do, and
