@@ -22,12 +22,12 @@ import (
 // addresses, open groups, eventual/consistent reachability checks, a TCP
 // session held open, UDP probes, and the system ovs-vswitchd restart.
 
-// converge is how long a change pushed by the server may take to reach the
+// sgConverge is how long a change pushed by the server may take to reach the
 // dataplane on the loaded test machine before a check gives up.
-const converge = 30 * time.Second
+const sgConverge = 30 * time.Second
 
-// vmAt creates a port with a fixed IP (and whatever mod sets) and plugs it.
-func (e *Env) vmAt(nw *Network, name, ip string, mod func(*PortSpec)) *VM {
+// sgVmAt creates a port with a fixed IP (and whatever mod sets) and plugs it.
+func (e *Env) sgVmAt(nw *Network, name, ip string, mod func(*PortSpec)) *VM {
 	e.T.Helper()
 	s := PortSpec{Name: name, NetworkID: nw.ID}
 	if ip != "" {
@@ -39,26 +39,26 @@ func (e *Env) vmAt(nw *Network, name, ip string, mod func(*PortSpec)) *VM {
 	return e.Plug(PlugSpec{Port: e.Port(s), MTU: nw.MTU})
 }
 
-// openGroup is a group that lets every IPv4 packet in (and, by neutron's
+// sgOpenGroup is a group that lets every IPv4 packet in (and, by neutron's
 // defaults, everything out), so that only anti-spoofing filters a sender.
-func (e *Env) openGroup(name string) *SecurityGroup {
+func (e *Env) sgOpenGroup(name string) *SecurityGroup {
 	e.T.Helper()
 	sg := e.SecurityGroup(name)
 	e.Rule(RuleSpec{SecurityGroupID: sg.ID, RemoteIPPrefix: "0.0.0.0/0"})
 	return sg
 }
 
-// waitActive waits until every VM's port is ACTIVE and logs how long it took.
-func (e *Env) waitActive(vms ...*VM) {
+// sgWaitActive waits until every VM's port is ACTIVE and logs how long it took.
+func (e *Env) sgWaitActive(vms ...*VM) {
 	e.T.Helper()
 	for _, vm := range vms {
 		e.T.Logf("%s (%s) ACTIVE after %s", vm.NS, vm.IP, e.WaitStatus(vm.Port, "ACTIVE", 60*time.Second))
 	}
 }
 
-// eventually retries f every 200 ms until it returns nil or timeout passes;
+// sgEventually retries f every 200 ms until it returns nil or timeout passes;
 // it returns how long that took, failing the test with f's last error.
-func eventually(t testing.TB, timeout time.Duration, what string, f func() error) time.Duration {
+func sgEventually(t testing.TB, timeout time.Duration, what string, f func() error) time.Duration {
 	t.Helper()
 	start := time.Now()
 	var err error
@@ -73,8 +73,8 @@ func eventually(t testing.TB, timeout time.Duration, what string, f func() error
 	return timeout
 }
 
-// pingOK is nil when at least one of n pings is answered.
-func pingOK(ctx context.Context, from *VM, ip string, n int) error {
+// sgPingOK is nil when at least one of n pings is answered.
+func sgPingOK(ctx context.Context, from *VM, ip string, n int) error {
 	st, err := from.Ping(ctx, ip, n)
 	if err != nil {
 		return err
@@ -85,8 +85,8 @@ func pingOK(ctx context.Context, from *VM, ip string, n int) error {
 	return nil
 }
 
-// pingBlocked is nil when none of n pings is answered.
-func pingBlocked(ctx context.Context, from *VM, ip string, n int) error {
+// sgPingBlocked is nil when none of n pings is answered.
+func sgPingBlocked(ctx context.Context, from *VM, ip string, n int) error {
 	st, err := from.Ping(ctx, ip, n)
 	if err != nil {
 		return err
@@ -97,16 +97,16 @@ func pingBlocked(ctx context.Context, from *VM, ip string, n int) error {
 	return nil
 }
 
-// tcpBlocked is nil when a TCP echo to ip:port fails.
-func tcpBlocked(ctx context.Context, from *VM, ip string, port int) error {
+// sgTcpBlocked is nil when a TCP echo to ip:port fails.
+func sgTcpBlocked(ctx context.Context, from *VM, ip string, port int) error {
 	if err := from.TCPEcho(ctx, ip, port); err == nil {
 		return fmt.Errorf("tcp %s -> %s:%d answered, want blocked", from.NS, ip, port)
 	}
 	return nil
 }
 
-// serve starts a TCP echo server and stops it at cleanup.
-func serve(t testing.TB, vm *VM, port int) {
+// sgServe starts a TCP echo server and stops it at cleanup.
+func sgServe(t testing.TB, vm *VM, port int) {
 	t.Helper()
 	srv, err := vm.ServeTCPEcho(port)
 	if err != nil {
@@ -115,16 +115,16 @@ func serve(t testing.TB, vm *VM, port int) {
 	t.Cleanup(srv.Stop)
 }
 
-// neigh sets a permanent neighbour entry in the VM (ip -> mac on eth0), so
+// sgNeigh sets a permanent neighbour entry in the VM (ip -> mac on eth0), so
 // that a probe depends on the IP packet alone, not on ARP.
-func neigh(ctx context.Context, vm *VM, ip, mac string) error {
-	_, err := vm.Exec(ctx, "ip", "neigh", "replace", ip, "lladdr", mac, "dev", "eth0", "nud", "permanent")
+func sgNeigh(ctx context.Context, vm *VM, ip, mac string) error {
+	_, err := vm.Exec(ctx, "ip", "sgNeigh", "replace", ip, "lladdr", mac, "dev", "eth0", "nud", "permanent")
 	return err
 }
 
-// TCPSession is one TCP connection held open by socat in a VM: each Echo
+// SGSession is one TCP connection held open by socat in a VM: each Echo
 // writes a line and waits for the echo server to send it back.
-type TCPSession struct {
+type SGSession struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	lines chan string
@@ -133,7 +133,7 @@ type TCPSession struct {
 }
 
 // OpenTCP connects from the VM to ip:port and keeps the connection open.
-func (v *VM) OpenTCP(ctx context.Context, ip string, port int) (*TCPSession, error) {
+func (v *VM) OpenTCP(ctx context.Context, ip string, port int) (*SGSession, error) {
 	cmd := exec.Command("ip", "netns", "exec", v.NS, "socat", "-", fmt.Sprintf("TCP:%s:%d,connect-timeout=5", ip, port))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	in, err := cmd.StdinPipe()
@@ -147,7 +147,7 @@ func (v *VM) OpenTCP(ctx context.Context, ip string, port int) (*TCPSession, err
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	s := &TCPSession{cmd: cmd, stdin: in, lines: make(chan string, 64), done: make(chan struct{})}
+	s := &SGSession{cmd: cmd, stdin: in, lines: make(chan string, 64), done: make(chan struct{})}
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
@@ -164,7 +164,7 @@ func (v *VM) OpenTCP(ctx context.Context, ip string, port int) (*TCPSession, err
 }
 
 // Echo sends one line and waits up to timeout for it to come back.
-func (s *TCPSession) Echo(timeout time.Duration) error {
+func (s *SGSession) Echo(timeout time.Duration) error {
 	s.n++
 	msg := fmt.Sprintf("line-%d-%s", s.n, newUUID()[:8])
 	if _, err := io.WriteString(s.stdin, msg+"\n"); err != nil {
@@ -187,7 +187,7 @@ func (s *TCPSession) Echo(timeout time.Duration) error {
 }
 
 // Alive reports whether socat still runs (the connection was not reset).
-func (s *TCPSession) Alive() bool {
+func (s *SGSession) Alive() bool {
 	select {
 	case <-s.done:
 		return false
@@ -197,7 +197,7 @@ func (s *TCPSession) Alive() bool {
 }
 
 // Close ends socat (its own process group).
-func (s *TCPSession) Close() {
+func (s *SGSession) Close() {
 	_ = s.stdin.Close()
 	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
 	select {
@@ -208,33 +208,33 @@ func (s *TCPSession) Close() {
 	}
 }
 
-// UDPSink receives UDP datagrams on a port in a VM and keeps what arrived.
-type UDPSink struct {
+// SGUDPSink receives UDP datagrams on a port in a VM and keeps what arrived.
+type SGUDPSink struct {
 	cmd  *exec.Cmd
-	out  *lockedBuf
+	out  *sgLockedBuf
 	done chan struct{}
 }
 
 // ListenUDP starts "socat -u UDP-RECVFROM:port,fork STDOUT" in the VM.
-func (v *VM) ListenUDP(port int) (*UDPSink, error) {
+func (v *VM) ListenUDP(port int) (*SGUDPSink, error) {
 	cmd := exec.Command("ip", "netns", "exec", v.NS, "socat", "-u",
 		fmt.Sprintf("UDP-RECVFROM:%d,fork,reuseaddr", port), "STDOUT")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	buf := &lockedBuf{}
+	buf := &sgLockedBuf{}
 	cmd.Stdout = buf
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	s := &UDPSink{cmd: cmd, out: buf, done: make(chan struct{})}
+	s := &SGUDPSink{cmd: cmd, out: buf, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(s.done) }()
 	return s, nil
 }
 
 // Got reports whether msg arrived.
-func (s *UDPSink) Got(msg string) bool { return strings.Contains(s.out.String(), msg) }
+func (s *SGUDPSink) Got(msg string) bool { return strings.Contains(s.out.String(), msg) }
 
 // Stop ends the listener.
-func (s *UDPSink) Stop() {
+func (s *SGUDPSink) Stop() {
 	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-s.done:
@@ -256,8 +256,8 @@ func (v *VM) SendUDP(ctx context.Context, ip string, dport, sport int, msg strin
 	return nil
 }
 
-// udpArrives sends msg (a few times) and reports whether the sink got it.
-func udpArrives(ctx context.Context, from *VM, sink *UDPSink, ip string, dport, sport int, msg string) (bool, error) {
+// sgUdpArrives sends msg (a few times) and reports whether the sink got it.
+func sgUdpArrives(ctx context.Context, from *VM, sink *SGUDPSink, ip string, dport, sport int, msg string) (bool, error) {
 	for i := 0; i < 3; i++ {
 		if err := from.SendUDP(ctx, ip, dport, sport, msg); err != nil {
 			return false, err
@@ -270,8 +270,8 @@ func udpArrives(ctx context.Context, from *VM, sink *UDPSink, ip string, dport, 
 	return false, nil
 }
 
-// arpReplies runs "arping -c n" for ip from the VM and returns the replies.
-func arpReplies(ctx context.Context, from *VM, ip string, n int) (int, error) {
+// sgArpReplies runs "arping -c n" for ip from the VM and returns the replies.
+func sgArpReplies(ctx context.Context, from *VM, ip string, n int) (int, error) {
 	out, _ := from.Exec(ctx, "arping", "-c", strconv.Itoa(n), "-w", strconv.Itoa(n+1), "-I", "eth0", ip)
 	for _, l := range strings.Split(out, "\n") {
 		if f := strings.Fields(l); len(f) >= 2 && f[0] == "Received" {
@@ -281,8 +281,8 @@ func arpReplies(ctx context.Context, from *VM, ip string, n int) (int, error) {
 	return 0, fmt.Errorf("arping %s from %s: no summary: %s", ip, from.NS, out)
 }
 
-// vswitchdCtl is the unixctl socket of the system ovs-vswitchd.
-func vswitchdCtl() (string, error) {
+// sgVswitchdCtl is the unixctl socket of the system ovs-vswitchd.
+func sgVswitchdCtl() (string, error) {
 	data, err := os.ReadFile("/var/run/openvswitch/ovs-vswitchd.pid")
 	if err != nil {
 		return "", err
@@ -291,28 +291,28 @@ func vswitchdCtl() (string, error) {
 	return filepath.Join("/var/run/openvswitch", "ovs-vswitchd."+pid+".ctl"), nil
 }
 
-// restartSystemVswitchd restarts the system ovs-vswitchd the way the
+// sgRestartSystemVswitchd restarts the system ovs-vswitchd the way the
 // distribution's service does (ovs-ctl restart: flows saved, vswitchd
 // stopped and started with flow-restore-wait, flows restored), leaving
 // ovsdb-server alone. It returns how long the restart took.
-func restartSystemVswitchd(ctx context.Context) (time.Duration, string, error) {
+func sgRestartSystemVswitchd(ctx context.Context) (time.Duration, string, error) {
 	start := time.Now()
 	out, err := sh(ctx, "/usr/share/openvswitch/scripts/ovs-ctl", "--no-ovsdb-server", "--system-id=random", "restart")
 	return time.Since(start), out, err
 }
 
-type lockedBuf struct {
+type sgLockedBuf struct {
 	mu sync.Mutex
 	b  strings.Builder
 }
 
-func (l *lockedBuf) Write(p []byte) (int, error) {
+func (l *sgLockedBuf) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuf) String() string {
+func (l *sgLockedBuf) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()

@@ -25,25 +25,25 @@ func TestSecGroupDefaultGroup(t *testing.T) {
 	nw := e.Network(NetworkSpec{Name: "net"})
 	e.Subnet(nw.ID, "10.250.30.0/24")
 	outsider := e.SecurityGroup("outsider") // neutron's egress rules only
-	vm1 := e.vmAt(nw, "vm1", "10.250.30.11", nil)
-	vm2 := e.vmAt(nw, "vm2", "10.250.30.12", nil)
-	vm3 := e.vmAt(nw, "vm3", "10.250.30.13", func(s *PortSpec) { s.SecurityGroups = []string{outsider.ID} })
-	e.waitActive(vm1, vm2, vm3)
-	serve(t, vm2, 5010)
+	vm1 := e.sgVmAt(nw, "vm1", "10.250.30.11", nil)
+	vm2 := e.sgVmAt(nw, "vm2", "10.250.30.12", nil)
+	vm3 := e.sgVmAt(nw, "vm3", "10.250.30.13", func(s *PortSpec) { s.SecurityGroups = []string{outsider.ID} })
+	e.sgWaitActive(vm1, vm2, vm3)
+	sgServe(t, vm2, 5010)
 
-	eventually(t, converge, "member vm1 -> member vm2 ping", func() error { return pingOK(e.Ctx, vm1, vm2.IP, 2) })
+	sgEventually(t, sgConverge, "member vm1 -> member vm2 ping", func() error { return sgPingOK(e.Ctx, vm1, vm2.IP, 2) })
 	if st, err := vm1.Ping(e.Ctx, vm2.IP, 10); err != nil || st.Lost() != 0 {
 		t.Errorf("member ping: %+v %v", st, err)
 	}
-	eventually(t, converge, "member vm1 -> member vm2 tcp 5010", func() error { return vm1.TCPEcho(e.Ctx, vm2.IP, 5010) })
-	if err := pingBlocked(e.Ctx, vm3, vm2.IP, 5); err != nil {
+	sgEventually(t, sgConverge, "member vm1 -> member vm2 tcp 5010", func() error { return vm1.TCPEcho(e.Ctx, vm2.IP, 5010) })
+	if err := sgPingBlocked(e.Ctx, vm3, vm2.IP, 5); err != nil {
 		t.Errorf("non-member: %v", err)
 	}
-	if err := tcpBlocked(e.Ctx, vm3, vm2.IP, 5010); err != nil {
+	if err := sgTcpBlocked(e.Ctx, vm3, vm2.IP, 5010); err != nil {
 		t.Errorf("non-member: %v", err)
 	}
 	// and the outsider's own group keeps members out
-	if err := pingBlocked(e.Ctx, vm1, vm3.IP, 5); err != nil {
+	if err := sgPingBlocked(e.Ctx, vm1, vm3.IP, 5); err != nil {
 		t.Errorf("member -> outsider (no ingress rule): %v", err)
 	}
 }
@@ -58,22 +58,22 @@ func TestSecGroupRuleTCP22(t *testing.T) {
 	e.Subnet(nw.ID, "10.250.31.0/24")
 	ssh := e.SecurityGroup("ssh")
 	client := e.SecurityGroup("client")
-	vm1 := e.vmAt(nw, "client", "10.250.31.11", func(s *PortSpec) { s.SecurityGroups = []string{client.ID} })
-	vm2 := e.vmAt(nw, "server", "10.250.31.12", func(s *PortSpec) { s.SecurityGroups = []string{ssh.ID} })
-	e.waitActive(vm1, vm2)
-	serve(t, vm2, 22)
-	serve(t, vm2, 80)
+	vm1 := e.sgVmAt(nw, "client", "10.250.31.11", func(s *PortSpec) { s.SecurityGroups = []string{client.ID} })
+	vm2 := e.sgVmAt(nw, "server", "10.250.31.12", func(s *PortSpec) { s.SecurityGroups = []string{ssh.ID} })
+	e.sgWaitActive(vm1, vm2)
+	sgServe(t, vm2, 22)
+	sgServe(t, vm2, 80)
 	time.Sleep(500 * time.Millisecond) // socat binds
-	if err := tcpBlocked(e.Ctx, vm1, vm2.IP, 22); err != nil {
+	if err := sgTcpBlocked(e.Ctx, vm1, vm2.IP, 22); err != nil {
 		t.Errorf("before the rule: %v", err)
 	}
 
 	rule := e.Rule(RuleSpec{SecurityGroupID: ssh.ID, Protocol: "tcp", PortMin: 22, PortMax: 22, RemoteIPPrefix: "0.0.0.0/0"})
-	eventually(t, converge, "tcp 22 allowed after the rule", func() error { return vm1.TCPEcho(e.Ctx, vm2.IP, 22) })
-	if err := tcpBlocked(e.Ctx, vm1, vm2.IP, 80); err != nil {
+	sgEventually(t, sgConverge, "tcp 22 allowed after the rule", func() error { return vm1.TCPEcho(e.Ctx, vm2.IP, 22) })
+	if err := sgTcpBlocked(e.Ctx, vm1, vm2.IP, 80); err != nil {
 		t.Errorf("with the rule: %v", err)
 	}
-	if err := pingBlocked(e.Ctx, vm1, vm2.IP, 3); err != nil {
+	if err := sgPingBlocked(e.Ctx, vm1, vm2.IP, 3); err != nil {
 		t.Errorf("with the rule: %v", err)
 	}
 
@@ -93,26 +93,26 @@ func TestSecGroupRuleTCP22(t *testing.T) {
 	}
 	removed := time.Now()
 	cut := false
-	for time.Since(removed) < converge {
+	for time.Since(removed) < sgConverge {
 		if err := sess.Echo(time.Second); err != nil {
 			cut = true
 			break
 		}
 	}
 	if !cut {
-		t.Fatalf("established tcp 22 session still echoes %s after the rule was removed", converge)
+		t.Fatalf("established tcp 22 session still echoes %s after the rule was removed", sgConverge)
 	}
 	t.Logf("established tcp 22 session cut %s after the rule's removal", time.Since(removed).Round(time.Millisecond))
 	if err := sess.Echo(3 * time.Second); err == nil {
 		t.Errorf("session echoes again after the cut")
 	}
-	if err := tcpBlocked(e.Ctx, vm1, vm2.IP, 22); err != nil {
+	if err := sgTcpBlocked(e.Ctx, vm1, vm2.IP, 22); err != nil {
 		t.Errorf("after removing the rule: %v", err)
 	}
 	// The cut marks the connection ct_mark=1 in the network's zone; the agent
 	// then deletes the marked entries of the port (reference:
 	// _delete_invalid_conntrack_entries_for_port).
-	ctl, err := vswitchdCtl()
+	ctl, err := sgVswitchdCtl()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestSecGroupRuleTCP22(t *testing.T) {
 	}
 	first, _ := marked()
 	t.Logf("marked (ct_mark=1) tcp 22 entries in zone %d right after the cut: %d %v", zone, len(first), first)
-	eventually(t, converge, "ct_mark=1 entries of the removed rule deleted", func() error {
+	sgEventually(t, sgConverge, "ct_mark=1 entries of the removed rule deleted", func() error {
 		m, err := marked()
 		if err != nil {
 			return err
@@ -143,7 +143,7 @@ func TestSecGroupRuleTCP22(t *testing.T) {
 	})
 	// the rule back: a new session works again
 	e.Rule(RuleSpec{SecurityGroupID: ssh.ID, Protocol: "tcp", PortMin: 22, PortMax: 22, RemoteIPPrefix: "0.0.0.0/0"})
-	eventually(t, converge, "tcp 22 allowed again after re-adding the rule", func() error { return vm1.TCPEcho(e.Ctx, vm2.IP, 22) })
+	sgEventually(t, sgConverge, "tcp 22 allowed again after re-adding the rule", func() error { return vm1.TCPEcho(e.Ctx, vm2.IP, 22) })
 }
 
 // TestSecGroupRemoteGroup: an ingress rule with a remote group follows the
@@ -157,13 +157,13 @@ func TestSecGroupRemoteGroup(t *testing.T) {
 	others := e.SecurityGroup("others")
 	server := e.SecurityGroup("server")
 	e.Rule(RuleSpec{SecurityGroupID: server.ID, Protocol: "icmp", RemoteGroupID: clients.ID})
-	srv := e.vmAt(nw, "srv", "10.250.32.10", func(s *PortSpec) { s.SecurityGroups = []string{server.ID} })
-	a := e.vmAt(nw, "a", "10.250.32.11", func(s *PortSpec) { s.SecurityGroups = []string{clients.ID} })
-	b := e.vmAt(nw, "b", "10.250.32.12", func(s *PortSpec) { s.SecurityGroups = []string{others.ID} })
-	e.waitActive(srv, a, b)
+	srv := e.sgVmAt(nw, "srv", "10.250.32.10", func(s *PortSpec) { s.SecurityGroups = []string{server.ID} })
+	a := e.sgVmAt(nw, "a", "10.250.32.11", func(s *PortSpec) { s.SecurityGroups = []string{clients.ID} })
+	b := e.sgVmAt(nw, "b", "10.250.32.12", func(s *PortSpec) { s.SecurityGroups = []string{others.ID} })
+	e.sgWaitActive(srv, a, b)
 
-	eventually(t, converge, "member a -> srv", func() error { return pingOK(e.Ctx, a, srv.IP, 2) })
-	if err := pingBlocked(e.Ctx, b, srv.IP, 5); err != nil {
+	sgEventually(t, sgConverge, "member a -> srv", func() error { return sgPingOK(e.Ctx, a, srv.IP, 2) })
+	if err := sgPingBlocked(e.Ctx, b, srv.IP, 5); err != nil {
 		t.Errorf("non-member b: %v", err)
 	}
 
@@ -171,21 +171,21 @@ func TestSecGroupRemoteGroup(t *testing.T) {
 	if _, err := e.Neutron.UpdatePort(e.Ctx, b.Port.ID, map[string]any{"security_groups": []string{clients.ID}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, converge, "b joined clients: b -> srv allowed", func() error { return pingOK(e.Ctx, b, srv.IP, 2) })
+	sgEventually(t, sgConverge, "b joined clients: b -> srv allowed", func() error { return sgPingOK(e.Ctx, b, srv.IP, 2) })
 
 	// a leaves
 	if _, err := e.Neutron.UpdatePort(e.Ctx, a.Port.ID, map[string]any{"security_groups": []string{others.ID}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, converge, "a left clients: a -> srv blocked", func() error { return pingBlocked(e.Ctx, a, srv.IP, 3) })
-	if err := pingOK(e.Ctx, b, srv.IP, 3); err != nil {
+	sgEventually(t, sgConverge, "a left clients: a -> srv blocked", func() error { return sgPingBlocked(e.Ctx, a, srv.IP, 3) })
+	if err := sgPingOK(e.Ctx, b, srv.IP, 3); err != nil {
 		t.Errorf("b still a member: %v", err)
 	}
 
 	// a new port joins the group
-	c := e.vmAt(nw, "c", "10.250.32.13", func(s *PortSpec) { s.SecurityGroups = []string{clients.ID} })
-	e.waitActive(c)
-	eventually(t, converge, "new member c -> srv", func() error { return pingOK(e.Ctx, c, srv.IP, 2) })
+	c := e.sgVmAt(nw, "c", "10.250.32.13", func(s *PortSpec) { s.SecurityGroups = []string{clients.ID} })
+	e.sgWaitActive(c)
+	sgEventually(t, sgConverge, "new member c -> srv", func() error { return sgPingOK(e.Ctx, c, srv.IP, 2) })
 
 	// a member port is deleted: its address leaves the group (the server's
 	// flows for 10.250.32.13 go away)
@@ -195,7 +195,7 @@ func TestSecGroupRemoteGroup(t *testing.T) {
 	if err := e.Neutron.DeletePort(e.Ctx, c.Port.ID); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, converge, "deleted member's address gone from br-int", func() error {
+	sgEventually(t, sgConverge, "deleted member's address gone from br-int", func() error {
 		flows, err := e.OVS.DumpFlows(e.Ctx, "br-int")
 		if err != nil {
 			return err
@@ -209,8 +209,8 @@ func TestSecGroupRemoteGroup(t *testing.T) {
 	})
 }
 
-// setIdentity gives the VM's eth0 a MAC and a single IPv4 address.
-func setIdentity(t *testing.T, e *Env, vm *VM, mac, ip string) {
+// sgSetIdentity gives the VM's eth0 a MAC and a single IPv4 address.
+func sgSetIdentity(t *testing.T, e *Env, vm *VM, mac, ip string) {
 	t.Helper()
 	for _, c := range [][]string{
 		{"ip", "link", "set", "eth0", "down"},
@@ -233,17 +233,17 @@ func TestSecGroupAllowedAddressPairs(t *testing.T) {
 	e.StartAgentAlive(AgentConfig{}, 60*time.Second)
 	nw := e.Network(NetworkSpec{Name: "net"})
 	e.Subnet(nw.ID, "10.250.33.0/24")
-	open := e.openGroup("open")
-	vm1 := e.vmAt(nw, "vm1", "10.250.33.11", func(s *PortSpec) { s.SecurityGroups = []string{open.ID} })
-	vm2 := e.vmAt(nw, "vm2", "10.250.33.12", func(s *PortSpec) { s.SecurityGroups = []string{open.ID} })
+	open := e.sgOpenGroup("open")
+	vm1 := e.sgVmAt(nw, "vm1", "10.250.33.11", func(s *PortSpec) { s.SecurityGroups = []string{open.ID} })
+	vm2 := e.sgVmAt(nw, "vm2", "10.250.33.12", func(s *PortSpec) { s.SecurityGroups = []string{open.ID} })
 	const pairIP, pairMAC = "10.250.33.100", "fa:16:3e:33:00:64"
 	if _, err := e.Neutron.UpdatePort(e.Ctx, vm2.Port.ID, map[string]any{"allowed_address_pairs": []map[string]string{{"ip_address": pairIP, "mac_address": pairMAC}}}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitActive(vm1, vm2)
-	eventually(t, converge, "vm2 -> vm1 with its own identity", func() error { return pingOK(e.Ctx, vm2, vm1.IP, 2) })
+	e.sgWaitActive(vm1, vm2)
+	sgEventually(t, sgConverge, "vm2 -> vm1 with its own identity", func() error { return sgPingOK(e.Ctx, vm2, vm1.IP, 2) })
 	// the pair's flows must be in before the checks below mean anything
-	eventually(t, converge, "pair address in vm2's flows", func() error {
+	sgEventually(t, sgConverge, "pair address in vm2's flows", func() error {
 		flows, err := e.OVS.DumpFlows(e.Ctx, "br-int")
 		if err != nil {
 			return err
@@ -255,7 +255,7 @@ func TestSecGroupAllowedAddressPairs(t *testing.T) {
 		}
 		return fmt.Errorf("no table 71 flow for %s/%s", pairIP, pairMAC)
 	})
-	if err := neigh(e.Ctx, vm2, vm1.IP, vm1.MAC); err != nil {
+	if err := sgNeigh(e.Ctx, vm2, vm1.IP, vm1.MAC); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
@@ -271,31 +271,31 @@ func TestSecGroupAllowedAddressPairs(t *testing.T) {
 		{vm2.MAC, vm2.IP, true},
 	}
 	for _, c := range cases {
-		setIdentity(t, e, vm2, c.mac, c.ip)
-		if err := neigh(e.Ctx, vm2, vm1.IP, vm1.MAC); err != nil {
+		sgSetIdentity(t, e, vm2, c.mac, c.ip)
+		if err := sgNeigh(e.Ctx, vm2, vm1.IP, vm1.MAC); err != nil {
 			t.Fatal(err)
 		}
 		// vm1 answers to the MAC the source claims, so that only vm2's
 		// egress filter decides
-		if err := neigh(e.Ctx, vm1, c.ip, c.mac); err != nil {
+		if err := sgNeigh(e.Ctx, vm1, c.ip, c.mac); err != nil {
 			t.Fatal(err)
 		}
 		var err error
 		if c.ok {
-			err = retry(5, func() error { return pingOK(e.Ctx, vm2, vm1.IP, 3) })
+			err = sgRetry(5, func() error { return sgPingOK(e.Ctx, vm2, vm1.IP, 3) })
 		} else {
-			err = pingBlocked(e.Ctx, vm2, vm1.IP, 5)
+			err = sgPingBlocked(e.Ctx, vm2, vm1.IP, 5)
 		}
 		t.Logf("vm2 as %s/%s -> vm1: want allowed=%v: %v", c.mac, c.ip, c.ok, err)
 		if err != nil {
 			t.Errorf("vm2 as %s/%s: %v", c.mac, c.ip, err)
 		}
-		_, _ = vm1.Exec(e.Ctx, "ip", "neigh", "del", c.ip, "dev", "eth0")
+		_, _ = vm1.Exec(e.Ctx, "ip", "sgNeigh", "del", c.ip, "dev", "eth0")
 	}
 }
 
-// retry runs f up to n times, 200 ms apart.
-func retry(n int, f func() error) error {
+// sgRetry runs f up to n times, 200 ms apart.
+func sgRetry(n int, f func() error) error {
 	var err error
 	for i := 0; i < n; i++ {
 		if err = f(); err == nil {
@@ -306,8 +306,8 @@ func retry(n int, f func() error) error {
 	return err
 }
 
-// pingFrom pings with a source address (-I) and parses the summary.
-func pingFrom(e *Env, vm *VM, src, dst string, n int) PingStats {
+// sgPingFrom pings with a source address (-I) and parses the summary.
+func sgPingFrom(e *Env, vm *VM, src, dst string, n int) PingStats {
 	out, _ := vm.Exec(e.Ctx, "ping", "-n", "-q", "-c", strconv.Itoa(n), "-i", "0.2", "-W", "1", "-I", src, dst)
 	return parsePing(out)
 }
@@ -320,17 +320,17 @@ func TestSecGroupSpoofing(t *testing.T) {
 	e.StartAgentAlive(AgentConfig{}, 60*time.Second)
 	nw := e.Network(NetworkSpec{Name: "net"})
 	e.Subnet(nw.ID, "10.250.34.0/24")
-	open := e.openGroup("open")
-	vm1 := e.vmAt(nw, "vm1", "10.250.34.11", func(s *PortSpec) { s.SecurityGroups = []string{open.ID} })
-	vm2 := e.vmAt(nw, "vm2", "10.250.34.12", func(s *PortSpec) { s.SecurityGroups = []string{open.ID} })
-	e.waitActive(vm1, vm2)
-	eventually(t, converge, "vm2 -> vm1 (control)", func() error { return pingOK(e.Ctx, vm2, vm1.IP, 2) })
+	open := e.sgOpenGroup("open")
+	vm1 := e.sgVmAt(nw, "vm1", "10.250.34.11", func(s *PortSpec) { s.SecurityGroups = []string{open.ID} })
+	vm2 := e.sgVmAt(nw, "vm2", "10.250.34.12", func(s *PortSpec) { s.SecurityGroups = []string{open.ID} })
+	e.sgWaitActive(vm1, vm2)
+	sgEventually(t, sgConverge, "vm2 -> vm1 (control)", func() error { return sgPingOK(e.Ctx, vm2, vm1.IP, 2) })
 	for _, c := range [][3]string{{vm2.NS, vm1.IP, vm1.MAC}, {vm1.NS, vm2.IP, vm2.MAC}} {
 		vm := vm1
 		if c[0] == vm2.NS {
 			vm = vm2
 		}
-		if err := neigh(e.Ctx, vm, c[1], c[2]); err != nil {
+		if err := sgNeigh(e.Ctx, vm, c[1], c[2]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -340,23 +340,23 @@ func TestSecGroupSpoofing(t *testing.T) {
 	if _, err := vm2.Exec(e.Ctx, "ip", "addr", "add", spoofIP+"/24", "dev", "eth0"); err != nil {
 		t.Fatal(err)
 	}
-	if err := neigh(e.Ctx, vm1, spoofIP, vm2.MAC); err != nil {
+	if err := sgNeigh(e.Ctx, vm1, spoofIP, vm2.MAC); err != nil {
 		t.Fatal(err)
 	}
-	if st := pingFrom(e, vm2, vm2.IP, vm1.IP, 3); st.Received == 0 {
+	if st := sgPingFrom(e, vm2, vm2.IP, vm1.IP, 3); st.Received == 0 {
 		t.Errorf("control from the port's own address: %+v", st)
 	}
-	if st := pingFrom(e, vm2, spoofIP, vm1.IP, 5); st.Sent == 0 || st.Received != 0 {
+	if st := sgPingFrom(e, vm2, spoofIP, vm1.IP, 5); st.Sent == 0 || st.Received != 0 {
 		t.Errorf("IP spoofing from %s: %d/%d answered, want 0 (%s)", spoofIP, st.Received, st.Sent, st.Output)
 	} else {
 		t.Logf("IP spoofing: %d/%d answered", st.Received, st.Sent)
 	}
 
 	// ARP spoofing: vm2 answers ARP for an address that is not its port's
-	if n, err := arpReplies(e.Ctx, vm1, vm2.IP, 2); err != nil || n == 0 {
+	if n, err := sgArpReplies(e.Ctx, vm1, vm2.IP, 2); err != nil || n == 0 {
 		t.Errorf("ARP control (vm2's own address): %d replies %v", n, err)
 	}
-	if n, err := arpReplies(e.Ctx, vm1, spoofIP, 3); err != nil || n != 0 {
+	if n, err := sgArpReplies(e.Ctx, vm1, spoofIP, 3); err != nil || n != 0 {
 		t.Errorf("ARP spoofing: vm2's replies for %s: %d (%v), want 0", spoofIP, n, err)
 	} else {
 		t.Logf("ARP spoofing: 0 replies for %s reached vm1", spoofIP)
@@ -369,28 +369,28 @@ func TestSecGroupSpoofing(t *testing.T) {
 
 	// MAC spoofing: the port's IP from a MAC that is not the port's
 	const spoofMAC = "fa:16:3e:34:de:ad"
-	setIdentity(t, e, vm2, spoofMAC, vm2.IP)
-	if err := neigh(e.Ctx, vm2, vm1.IP, vm1.MAC); err != nil {
+	sgSetIdentity(t, e, vm2, spoofMAC, vm2.IP)
+	if err := sgNeigh(e.Ctx, vm2, vm1.IP, vm1.MAC); err != nil {
 		t.Fatal(err)
 	}
-	if err := neigh(e.Ctx, vm1, vm2.IP, spoofMAC); err != nil {
+	if err := sgNeigh(e.Ctx, vm1, vm2.IP, spoofMAC); err != nil {
 		t.Fatal(err)
 	}
-	if err := pingBlocked(e.Ctx, vm2, vm1.IP, 5); err != nil {
+	if err := sgPingBlocked(e.Ctx, vm2, vm1.IP, 5); err != nil {
 		t.Errorf("MAC spoofing: %v", err)
 	}
-	if n, err := arpReplies(e.Ctx, vm1, vm2.IP, 2); err != nil || n != 0 {
+	if n, err := sgArpReplies(e.Ctx, vm1, vm2.IP, 2); err != nil || n != 0 {
 		t.Errorf("ARP from a spoofed MAC: %d replies (%v), want 0", n, err)
 	}
 	// back to the real MAC: traffic flows again (the drops were the spoofing)
-	setIdentity(t, e, vm2, vm2.MAC, vm2.IP)
-	if err := neigh(e.Ctx, vm2, vm1.IP, vm1.MAC); err != nil {
+	sgSetIdentity(t, e, vm2, vm2.MAC, vm2.IP)
+	if err := sgNeigh(e.Ctx, vm2, vm1.IP, vm1.MAC); err != nil {
 		t.Fatal(err)
 	}
-	if err := neigh(e.Ctx, vm1, vm2.IP, vm2.MAC); err != nil {
+	if err := sgNeigh(e.Ctx, vm1, vm2.IP, vm2.MAC); err != nil {
 		t.Fatal(err)
 	}
-	if err := retry(5, func() error { return pingOK(e.Ctx, vm2, vm1.IP, 3) }); err != nil {
+	if err := sgRetry(5, func() error { return sgPingOK(e.Ctx, vm2, vm1.IP, 3) }); err != nil {
 		t.Errorf("after restoring the MAC: %v", err)
 	}
 }
@@ -402,26 +402,26 @@ func TestSecGroupDHCPServer(t *testing.T) {
 	e.StartAgentAlive(AgentConfig{}, 60*time.Second)
 	nw := e.Network(NetworkSpec{Name: "net"})
 	e.Subnet(nw.ID, "10.250.35.0/24")
-	open := e.openGroup("open")
-	vm1 := e.vmAt(nw, "vm1", "10.250.35.11", func(s *PortSpec) { s.SecurityGroups = []string{open.ID} })
-	vm2 := e.vmAt(nw, "dhcpd", "10.250.35.12", func(s *PortSpec) { s.SecurityGroups = []string{open.ID} })
-	e.waitActive(vm1, vm2)
-	eventually(t, converge, "vm2 -> vm1 (control)", func() error { return pingOK(e.Ctx, vm2, vm1.IP, 2) })
+	open := e.sgOpenGroup("open")
+	vm1 := e.sgVmAt(nw, "vm1", "10.250.35.11", func(s *PortSpec) { s.SecurityGroups = []string{open.ID} })
+	vm2 := e.sgVmAt(nw, "dhcpd", "10.250.35.12", func(s *PortSpec) { s.SecurityGroups = []string{open.ID} })
+	e.sgWaitActive(vm1, vm2)
+	sgEventually(t, sgConverge, "vm2 -> vm1 (control)", func() error { return sgPingOK(e.Ctx, vm2, vm1.IP, 2) })
 	sink, err := vm1.ListenUDP(68)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sink.Stop()
 	time.Sleep(300 * time.Millisecond)
-	if ok, err := udpArrives(e.Ctx, vm2, sink, vm1.IP, 68, 1067, "control-1067"); err != nil || !ok {
+	if ok, err := sgUdpArrives(e.Ctx, vm2, sink, vm1.IP, 68, 1067, "control-1067"); err != nil || !ok {
 		t.Errorf("udp 1067 -> 68 (control): arrived=%v %v", ok, err)
 	}
-	if ok, err := udpArrives(e.Ctx, vm2, sink, vm1.IP, 68, 67, "dhcp-offer-67"); err != nil || ok {
+	if ok, err := sgUdpArrives(e.Ctx, vm2, sink, vm1.IP, 68, 67, "dhcp-offer-67"); err != nil || ok {
 		t.Errorf("udp 67 -> 68 (DHCP server): arrived=%v %v, want dropped", ok, err)
 	} else {
 		t.Logf("udp 67 -> 68 from the VM dropped (3 datagrams)")
 	}
-	if ok, err := udpArrives(e.Ctx, vm2, sink, "255.255.255.255", 68, 67, "dhcp-bcast-67"); err != nil || ok {
+	if ok, err := sgUdpArrives(e.Ctx, vm2, sink, "255.255.255.255", 68, 67, "dhcp-bcast-67"); err != nil || ok {
 		t.Errorf("broadcast udp 67 -> 68: arrived=%v %v, want dropped", ok, err)
 	}
 }
@@ -434,26 +434,26 @@ func TestSecGroupPortSecurityDisabled(t *testing.T) {
 	e.StartAgentAlive(AgentConfig{}, 60*time.Second)
 	nw := e.Network(NetworkSpec{Name: "net"})
 	e.Subnet(nw.ID, "10.250.36.0/24")
-	open := e.openGroup("open")
+	open := e.sgOpenGroup("open")
 	f := false
-	vm1 := e.vmAt(nw, "vm1", "10.250.36.11", func(s *PortSpec) { s.SecurityGroups = []string{open.ID} })
-	vm2 := e.vmAt(nw, "nosec", "10.250.36.12", func(s *PortSpec) { s.PortSecurity = &f; s.SecurityGroups = []string{} })
-	e.waitActive(vm1, vm2)
-	serve(t, vm2, 80)
-	eventually(t, converge, "vm1 -> unfiltered vm2 ping", func() error { return pingOK(e.Ctx, vm1, vm2.IP, 2) })
-	eventually(t, converge, "vm1 -> unfiltered vm2 tcp 80", func() error { return vm1.TCPEcho(e.Ctx, vm2.IP, 80) })
+	vm1 := e.sgVmAt(nw, "vm1", "10.250.36.11", func(s *PortSpec) { s.SecurityGroups = []string{open.ID} })
+	vm2 := e.sgVmAt(nw, "nosec", "10.250.36.12", func(s *PortSpec) { s.PortSecurity = &f; s.SecurityGroups = []string{} })
+	e.sgWaitActive(vm1, vm2)
+	sgServe(t, vm2, 80)
+	sgEventually(t, sgConverge, "vm1 -> unfiltered vm2 ping", func() error { return sgPingOK(e.Ctx, vm1, vm2.IP, 2) })
+	sgEventually(t, sgConverge, "vm1 -> unfiltered vm2 tcp 80", func() error { return vm1.TCPEcho(e.Ctx, vm2.IP, 80) })
 
 	const spoofIP = "10.250.36.77"
 	if _, err := vm2.Exec(e.Ctx, "ip", "addr", "add", spoofIP+"/24", "dev", "eth0"); err != nil {
 		t.Fatal(err)
 	}
-	if err := neigh(e.Ctx, vm1, spoofIP, vm2.MAC); err != nil {
+	if err := sgNeigh(e.Ctx, vm1, spoofIP, vm2.MAC); err != nil {
 		t.Fatal(err)
 	}
-	if st := pingFrom(e, vm2, spoofIP, vm1.IP, 5); st.Received == 0 {
+	if st := sgPingFrom(e, vm2, spoofIP, vm1.IP, 5); st.Received == 0 {
 		t.Errorf("unfiltered port, any source IP: %+v", st)
 	}
-	if n, err := arpReplies(e.Ctx, vm1, spoofIP, 2); err != nil || n == 0 {
+	if n, err := sgArpReplies(e.Ctx, vm1, spoofIP, 2); err != nil || n == 0 {
 		t.Errorf("unfiltered port, ARP for any address: %d %v", n, err)
 	}
 	sink, err := vm1.ListenUDP(68)
@@ -462,15 +462,15 @@ func TestSecGroupPortSecurityDisabled(t *testing.T) {
 	}
 	defer sink.Stop()
 	time.Sleep(300 * time.Millisecond)
-	if ok, err := udpArrives(e.Ctx, vm2, sink, vm1.IP, 68, 67, "dhcp-67-nosec"); err != nil || !ok {
+	if ok, err := sgUdpArrives(e.Ctx, vm2, sink, vm1.IP, 68, 67, "dhcp-67-nosec"); err != nil || !ok {
 		t.Errorf("unfiltered port, udp 67 -> 68: arrived=%v %v", ok, err)
 	}
 	const spoofMAC = "fa:16:3e:36:de:ad"
-	setIdentity(t, e, vm2, spoofMAC, vm2.IP)
-	if err := neigh(e.Ctx, vm1, vm2.IP, spoofMAC); err != nil {
+	sgSetIdentity(t, e, vm2, spoofMAC, vm2.IP)
+	if err := sgNeigh(e.Ctx, vm1, vm2.IP, spoofMAC); err != nil {
 		t.Fatal(err)
 	}
-	if err := retry(10, func() error { return pingOK(e.Ctx, vm2, vm1.IP, 3) }); err != nil {
+	if err := sgRetry(10, func() error { return sgPingOK(e.Ctx, vm2, vm1.IP, 3) }); err != nil {
 		t.Errorf("unfiltered port, any MAC: %v", err)
 	}
 }
@@ -502,15 +502,15 @@ func TestSecGroupIPv6ND(t *testing.T) {
 		vms = append(vms, vm)
 	}
 	vm1, vm2 := vms[0], vms[1]
-	e.waitActive(vm1, vm2)
-	eventually(t, converge, "ping6 vm1 -> vm2 (neighbour discovery through the firewall)", func() error { return pingOK(e.Ctx, vm1, vm2.IP, 2) })
+	e.sgWaitActive(vm1, vm2)
+	sgEventually(t, sgConverge, "ping6 vm1 -> vm2 (neighbour discovery through the firewall)", func() error { return sgPingOK(e.Ctx, vm1, vm2.IP, 2) })
 	if st, err := vm1.Ping(e.Ctx, vm2.IP, 10); err != nil || st.Lost() != 0 {
 		t.Errorf("ping6: %+v %v", st, err)
 	}
 	if st, err := vm2.Ping(e.Ctx, vm1.IP, 10); err != nil || st.Lost() != 0 {
 		t.Errorf("ping6 back: %+v %v", st, err)
 	}
-	out, _ := vm1.Exec(e.Ctx, "ip", "-6", "neigh", "show", "dev", "eth0")
+	out, _ := vm1.Exec(e.Ctx, "ip", "-6", "sgNeigh", "show", "dev", "eth0")
 	t.Logf("vm1 IPv6 neighbours: %s", strings.TrimSpace(out))
 	if !strings.Contains(out, vm2.IP) || !strings.Contains(strings.ToLower(out), strings.ToLower(vm2.MAC)) {
 		t.Errorf("vm1 did not learn %s -> %s by ND: %s", vm2.IP, vm2.MAC, out)
@@ -530,12 +530,12 @@ func TestSecGroupRestartKeepsConnections(t *testing.T) {
 	sg := e.SecurityGroup("pair")
 	e.Rule(RuleSpec{SecurityGroupID: sg.ID, RemoteGroupID: sg.ID})
 	e.Rule(RuleSpec{SecurityGroupID: sg.ID, Protocol: "tcp", PortMin: 5022, PortMax: 5022, RemoteIPPrefix: "10.250.38.0/24"})
-	vm1 := e.vmAt(nw, "vm1", "10.250.38.11", func(s *PortSpec) { s.SecurityGroups = []string{sg.ID} })
-	vm2 := e.vmAt(nw, "vm2", "10.250.38.12", func(s *PortSpec) { s.SecurityGroups = []string{sg.ID} })
-	e.waitActive(vm1, vm2)
-	serve(t, vm2, 5022)
-	eventually(t, converge, "vm1 -> vm2 ping", func() error { return pingOK(e.Ctx, vm1, vm2.IP, 2) })
-	eventually(t, converge, "vm1 -> vm2 tcp", func() error { return vm1.TCPEcho(e.Ctx, vm2.IP, 5022) })
+	vm1 := e.sgVmAt(nw, "vm1", "10.250.38.11", func(s *PortSpec) { s.SecurityGroups = []string{sg.ID} })
+	vm2 := e.sgVmAt(nw, "vm2", "10.250.38.12", func(s *PortSpec) { s.SecurityGroups = []string{sg.ID} })
+	e.sgWaitActive(vm1, vm2)
+	sgServe(t, vm2, 5022)
+	sgEventually(t, sgConverge, "vm1 -> vm2 ping", func() error { return sgPingOK(e.Ctx, vm1, vm2.IP, 2) })
+	sgEventually(t, sgConverge, "vm1 -> vm2 tcp", func() error { return vm1.TCPEcho(e.Ctx, vm2.IP, 5022) })
 	sess, err := vm1.OpenTCP(e.Ctx, vm2.IP, 5022)
 	if err != nil {
 		t.Fatal(err)
@@ -558,7 +558,7 @@ func TestSecGroupRestartKeepsConnections(t *testing.T) {
 	if err := agent.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitSynced(t, e, agent, 2)
+	sgWaitSynced(t, e, agent, 2)
 	t.Logf("agent restarted; in sync %s after the kill", time.Since(killed).Round(time.Millisecond))
 	time.Sleep(5 * time.Second) // let the restarted agent finish its sweep with the ping running
 	if err := sess.Echo(5 * time.Second); err != nil || !sess.Alive() {
@@ -571,7 +571,7 @@ func TestSecGroupRestartKeepsConnections(t *testing.T) {
 	if st.Sent < 50 || st.Lost() != 0 {
 		t.Errorf("ping across the agent's kill -9 + restart: %+v", st)
 	}
-	if err := pingOK(e.Ctx, vm2, vm1.IP, 3); err != nil {
+	if err := sgPingOK(e.Ctx, vm2, vm1.IP, 3); err != nil {
 		t.Errorf("after agent restart: %v", err)
 	}
 
@@ -581,7 +581,7 @@ func TestSecGroupRestartKeepsConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second)
-	took, out, err := restartSystemVswitchd(e.Ctx)
+	took, out, err := sgRestartSystemVswitchd(e.Ctx)
 	if err != nil {
 		t.Fatalf("ovs-vswitchd restart: %v\n%s", err, out)
 	}
@@ -593,7 +593,7 @@ func TestSecGroupRestartKeepsConnections(t *testing.T) {
 	} else {
 		t.Logf("TCP session echoes %s after the ovs-vswitchd restart", time.Since(restarted).Round(time.Millisecond))
 	}
-	waitSynced(t, e, agent, 2)
+	sgWaitSynced(t, e, agent, 2)
 	time.Sleep(5 * time.Second)
 	for i := 0; i < 3; i++ {
 		if err := sess.Echo(5 * time.Second); err != nil {
@@ -621,11 +621,11 @@ func TestSecGroupRestartKeepsConnections(t *testing.T) {
 	}
 }
 
-// waitSynced waits until the agent reports the ports wired (metrics) and
+// sgWaitSynced waits until the agent reports the ports wired (metrics) and
 // logs how long that took.
-func waitSynced(t *testing.T, e *Env, a *Agent, ports float64) {
+func sgWaitSynced(t *testing.T, e *Env, a *Agent, ports float64) {
 	t.Helper()
-	eventually(t, 90*time.Second, "agent ports_wired", func() error {
+	sgEventually(t, 90*time.Second, "agent ports_wired", func() error {
 		v, err := a.Metric(e.Ctx, "ovsagent_ports_wired")
 		if err != nil {
 			return err
@@ -637,7 +637,7 @@ func waitSynced(t *testing.T, e *Env, a *Agent, ports float64) {
 	})
 }
 
-var regPortRe = regexp.MustCompile(`reg5=0x([0-9a-f]+)`)
+var sgRegPortRe = regexp.MustCompile(`reg5=0x([0-9a-f]+)`)
 
 // TestSecGroupRuleChangeLatency measures (t.Logf, no assertion on time) how
 // long a rule change pushed by the server takes to be installed on the
@@ -652,9 +652,9 @@ func TestSecGroupRuleChangeLatency(t *testing.T) {
 	const nVM = 4
 	var vms []*VM
 	for i := 0; i < nVM; i++ {
-		vms = append(vms, e.vmAt(nw, fmt.Sprintf("vm%d", i), fmt.Sprintf("10.250.39.%d", 11+i), func(s *PortSpec) { s.SecurityGroups = []string{sg.ID} }))
+		vms = append(vms, e.sgVmAt(nw, fmt.Sprintf("vm%d", i), fmt.Sprintf("10.250.39.%d", 11+i), func(s *PortSpec) { s.SecurityGroups = []string{sg.ID} }))
 	}
-	e.waitActive(vms...)
+	e.sgWaitActive(vms...)
 	want := map[string]bool{}
 	for _, vm := range vms {
 		of, err := e.OVS.InterfaceOfport(e.Ctx, vm.Tap)
@@ -675,7 +675,7 @@ func TestSecGroupRuleChangeLatency(t *testing.T) {
 			if !tpDst.MatchString(l) {
 				continue
 			}
-			if m := regPortRe.FindStringSubmatch(l); m != nil && want[m[1]] {
+			if m := sgRegPortRe.FindStringSubmatch(l); m != nil && want[m[1]] {
 				seen[m[1]] = true
 			}
 		}
@@ -684,7 +684,7 @@ func TestSecGroupRuleChangeLatency(t *testing.T) {
 	waitFor := func(dport, n int) (time.Duration, int, error) {
 		start := time.Now()
 		polls := 0
-		for time.Since(start) < converge {
+		for time.Since(start) < sgConverge {
 			polls++
 			got, err := portsWith(dport)
 			if err != nil {
@@ -695,7 +695,7 @@ func TestSecGroupRuleChangeLatency(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		return 0, polls, fmt.Errorf("tcp %d: flows on %d ports not reached within %s", dport, n, converge)
+		return 0, polls, fmt.Errorf("tcp %d: flows on %d ports not reached within %s", dport, n, sgConverge)
 	}
 	var adds, dels []time.Duration
 	for i := 0; i < 8; i++ {
