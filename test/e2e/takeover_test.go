@@ -174,6 +174,9 @@ func TestTakeoverFromReference(t *testing.T) {
 	e := NewEnv(t)
 	dir, ini, metrics := takeoverFiles(t)
 	t.Logf("files in %s", dir)
+	if _, err := AgentBinary(); err != nil { // built now, not on the swap's clock
+		t.Fatal(err)
+	}
 
 	nw := e.Network(NetworkSpec{Name: "vx", NetworkType: "vxlan"})
 	e.Subnet(nw.ID, "10.250.8.0/24")
@@ -340,6 +343,9 @@ func reverseSwap(t *testing.T, e *Env, a *Agent, dir, ini string, vm1, vm2 *VM, 
 func TestTakeover100Ports(t *testing.T) {
 	e := NewEnv(t)
 	dir, ini, metrics := takeoverFiles(t)
+	if _, err := AgentBinary(); err != nil { // built now, not on the swap's clock
+		t.Fatal(err)
+	}
 	nw := e.Network(NetworkSpec{Name: "vx100", NetworkType: "vxlan"})
 	e.Subnet(nw.ID, "10.250.10.0/24")
 	const n = 100
