@@ -302,36 +302,48 @@ func TestTakeoverFromReference(t *testing.T) {
 	}
 
 	// The way back (not ours to fix): ovs-agent -> reference, measured.
-	reverseSwap(t, e, a, dir, ini, vm1, vm2, ports)
+	reverseSwap(t, e, a, dir, ini, vm1, vm2, ports, 5008)
 }
 
 // reverseSwap stops ovs-agent and starts the reference agent with the same
-// files while a ping runs; it logs the loss and the times.
-func reverseSwap(t *testing.T, e *Env, a *Agent, dir, ini string, vm1, vm2 *VM, ports []*Port) {
+// files while a ping and a TCP session run; it logs the loss and the times
+// (the reference's behaviour is not ours to fix: nothing fails here).
+func reverseSwap(t *testing.T, e *Env, a *Agent, dir, ini string, vm1, vm2 *VM, ports []*Port, tcpPort int) {
 	ours, _ := flowCookies(e.Ctx, e.OVS, takeoverBridges...)
 	pinger, err := vm1.StartPing(vm2.IP)
 	if err != nil {
 		t.Fatal(err)
 	}
+	sess, serr := openTCPSession(vm1, vm2.IP, tcpPort, 100*time.Millisecond)
 	watch := watchStatus(e.Ctx, e.Neutron, ports)
 	time.Sleep(time.Second)
 	stopTook, _, _ := a.Stop(20 * time.Second)
 	before := startedAt(e)
 	start := time.Now()
 	ref := startRefAgent(t, dir, ini)
-	r := waitSwapped(t, e, start, ours, nil, 240*time.Second)
 	var alive time.Duration
-	if _, err := e.Neutron.WaitAgentAlive(e.Ctx, e.Host, true, 60*time.Second); err == nil && startedAt(e) != before {
-		alive = time.Since(start)
-	}
+	go func() {
+		for time.Since(start) < 240*time.Second && !ref.exited() {
+			if ai, err := e.Neutron.OVSAgent(e.Ctx, e.Host); err == nil && ai != nil && ai.Alive && ai.StartedAt != before {
+				alive = time.Since(start)
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	r := waitSwapped(t, e, start, ours, nil, 240*time.Second)
 	time.Sleep(3 * time.Second)
 	st := pinger.Stop()
 	polls, changes := watch.Stop()
-	lossSec := float64(st.Lost()) / 10
-	t.Logf("REVERSE SWAP (ovs-agent -> reference): ovs-agent exited %s after SIGTERM; reference alive ~%s, ovs-agent's flows all replaced %s after its start; ping sent %d received %d lost %d (~%.1f s of traffic); port status polls %d non-ACTIVE %d %v",
-		stopTook, alive, r.cleanAfter, st.Sent, st.Received, st.Lost(), lossSec, polls, len(changes), head(changes, 6))
+	tcp := fmt.Sprintf("not opened (%v)", serr)
+	if serr == nil {
+		sent, got, _, failures := sess.Stop()
+		tcp = fmt.Sprintf("%d sent, %d echoed, failures %d %v", sent, got, len(failures), head(failures, 2))
+	}
+	t.Logf("REVERSE SWAP (ovs-agent -> reference): ovs-agent exited %s after SIGTERM; reference alive (new started_at) %s after its start, ovs-agent's flows all replaced after %s; ping sent %d received %d lost %d (~%.1f s of traffic); TCP session: %s; port status polls %d, non-ACTIVE %d %v",
+		stopTook, alive, r.cleanAfter, st.Sent, st.Received, st.Lost(), float64(st.Lost())/10, tcp, polls, len(changes), head(changes, 6))
 	if fs, err := flowCookies(e.Ctx, e.OVS, takeoverBridges...); err == nil {
-		t.Logf("flows by cookie with the reference back: %v", fs)
+		t.Logf("flows by cookie with the reference back: %v; %s", fs, controllers(e))
 	}
 	took, killed := ref.Stop(20 * time.Second)
 	t.Logf("reference agent stopped after %s (SIGKILL: %v)", took, killed)
