@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -321,11 +322,11 @@ func reverseSwap(t *testing.T, e *Env, a *Agent, dir, ini string, vm1, vm2 *VM, 
 	before := startedAt(e)
 	start := time.Now()
 	ref := startRefAgent(t, dir, ini)
-	var alive time.Duration
+	var alive atomic.Int64
 	go func() {
 		for time.Since(start) < 240*time.Second && !ref.exited() {
 			if ai, err := e.Neutron.OVSAgent(e.Ctx, e.Host); err == nil && ai != nil && ai.Alive && ai.StartedAt != before {
-				alive = time.Since(start)
+				alive.Store(int64(time.Since(start)))
 				return
 			}
 			time.Sleep(200 * time.Millisecond)
@@ -341,7 +342,7 @@ func reverseSwap(t *testing.T, e *Env, a *Agent, dir, ini string, vm1, vm2 *VM, 
 		tcp = fmt.Sprintf("%d sent, %d echoed, failures %d %v", sent, got, len(failures), head(failures, 2))
 	}
 	t.Logf("REVERSE SWAP (ovs-agent -> reference): ovs-agent exited %s after SIGTERM; reference alive (new started_at) %s after its start, ovs-agent's flows all replaced after %s; ping sent %d received %d lost %d (~%.1f s of traffic); TCP session: %s; port status polls %d, non-ACTIVE %d %v",
-		stopTook, alive, r.cleanAfter, st.Sent, st.Received, st.Lost(), float64(st.Lost())/10, tcp, polls, len(changes), head(changes, 6))
+		stopTook, time.Duration(alive.Load()), r.cleanAfter, st.Sent, st.Received, st.Lost(), float64(st.Lost())/10, tcp, polls, len(changes), head(changes, 6))
 	if fs, err := flowCookies(e.Ctx, e.OVS, takeoverBridges...); err == nil {
 		t.Logf("flows by cookie with the reference back: %v; %s", fs, controllers(e))
 	}
