@@ -144,9 +144,14 @@ var dryRunSummary = regexp.MustCompile(`add (\d+), modify (\d+), remove (\d+)`)
 // returns its output and the add/modify/remove totals.
 func dryRun(t *testing.T, e *Env, a *Agent) (string, [3]int) {
 	t.Helper()
+	return dryRunFiles(t, e, a.Bin, a.NeutronConf, a.AgentIni)
+}
+
+func dryRunFiles(t *testing.T, e *Env, bin, conf, ini string) (string, [3]int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(e.Ctx, 60*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, a.Bin, "takeover", "--dry-run", "--config-file", a.NeutronConf, "--config-file", a.AgentIni).CombinedOutput()
+	out, err := exec.CommandContext(ctx, bin, "takeover", "--dry-run", "--config-file", conf, "--config-file", ini).CombinedOutput()
 	if err != nil {
 		t.Errorf("takeover --dry-run: %v\n%s", err, out)
 		return string(out), [3]int{-1, -1, -1}
@@ -229,7 +234,12 @@ func TestTakeoverFromReference(t *testing.T) {
 
 	took, killed := ref.Stop(20 * time.Second)
 	t.Logf("reference agent stopped after %s (SIGKILL needed: %v)", took, killed)
-	time.Sleep(500 * time.Millisecond)
+	bin, _ := AgentBinary()
+	plan, pn := dryRunFiles(t, e, bin, refNeutronConf, ini)
+	t.Logf("takeover --dry-run on the reference's dataplane (add/modify/remove %v):\n%s", pn, plan)
+	if strings.Contains(plan, "RE-TAGGED") || strings.Contains(plan, "NEW (ports re-tagged)") {
+		t.Errorf("the dry run would re-tag ports the reference wired")
+	}
 	start := time.Now()
 	a := startOurs(t, e, ini, metrics)
 	r := waitSwapped(t, e, start, refCookies, a, 90*time.Second)
