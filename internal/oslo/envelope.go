@@ -40,6 +40,10 @@ const (
 	ReasonBadField        = "bad_field"
 	ReasonDuplicate       = "duplicate"
 	ReasonUnknownMsgID    = "unknown_msg_id"
+	// A well-formed message no endpoint takes, or whose arguments a handler
+	// rejected by returning a *DecodeError.
+	ReasonUnknownMethod      = "unknown_method"
+	ReasonUnsupportedVersion = "unsupported_version"
 )
 
 // DecodeError is a malformed message; Reason is one of the Reason* constants.

@@ -208,6 +208,9 @@ func echoEndpoint(host string, casts chan<- *Request) Endpoint {
 			return map[string]any{"args": args, "host": host, "is_admin": r.Context["is_admin"]}, nil
 		},
 		"fail": func(context.Context, *Request) (any, error) { return nil, errors.New("boom") },
+		"badargs": func(context.Context, *Request) (any, error) {
+			return nil, fmt.Errorf("handler: %w", &DecodeError{Reason: ReasonBadArgs, Detail: "x is not a string"})
+		},
 		"note": func(_ context.Context, r *Request) (any, error) { casts <- r; return nil, nil },
 	}}
 }
@@ -327,16 +330,25 @@ func TestDispatchFailures(t *testing.T) {
 			t.Fatalf("%+v", re)
 		}
 	}
-	// A cast of an unknown method is logged and the server keeps serving.
-	if err := cli.Cast(ctx, Target{Topic: topic}, "nope", nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := cli.Cast(ctx, Target{Topic: topic}, "note", nil); err != nil {
-		t.Fatal(err)
+	// A cast of an unknown method or with arguments a handler rejects as malformed
+	// is dropped (logged once, counted by reason); a handler that merely fails is
+	// logged as a failed cast. The server keeps serving.
+	for _, m := range []string{"nope", "badargs", "fail", "note"} {
+		if err := cli.Cast(ctx, Target{Topic: topic}, m, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 	recvT(t, casts, "cast after failed cast")
 	if n := srv.logs.count("oslo: cast failed"); n != 1 {
 		t.Fatalf("cast failure logged %d times", n)
+	}
+	// 1 call + 1 cast of "nope", 3 calls of unsupported versions, 1 cast of badargs
+	if n := srv.logs.count("oslo: dropping message"); n != 6 {
+		t.Fatalf("dropped messages logged %d times, want 6", n)
+	}
+	st := srv.Stats()
+	if st.Dropped[ReasonUnknownMethod] != 2 || st.Dropped[ReasonUnsupportedVersion] != 3 || st.Dropped[ReasonBadArgs] != 1 {
+		t.Fatalf("dropped by reason: %v", st.Dropped)
 	}
 }
 

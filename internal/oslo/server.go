@@ -194,11 +194,17 @@ func (s *server) handle(queue string, body []byte) {
 		t.drop(s.topic, queue, ReasonDuplicate, fmt.Errorf("duplicate _unique_id %s of %s", in.UniqueID, in.Method), len(body))
 		return
 	}
-	result, herr := s.dispatch(in)
+	result, rejected, herr := s.dispatch(in)
+	switch {
+	case rejected != "":
+		// A message no endpoint can take (unknown method or version, arguments a
+		// handler could not decode) is malformed input: counted, and this is its
+		// only log line. A call still gets its failure reply below.
+		t.drop(s.topic, queue, rejected, herr, len(body))
+	case herr != nil && in.MsgID == "":
+		t.log.Warn("oslo: cast failed", "topic", s.topic, "method", in.Method, "version", in.Version, "err", herr)
+	}
 	if in.MsgID == "" {
-		if herr != nil {
-			t.log.Warn("oslo: cast failed", "topic", s.topic, "method", in.Method, "version", in.Version, "err", herr)
-		}
 		return
 	}
 	r := &reply{Ending: true, MsgID: in.MsgID, UniqueID: newID()}
@@ -219,8 +225,10 @@ func (s *server) handle(queue string, body []byte) {
 
 // dispatch applies oslo's rules: endpoints whose namespace matches and whose version is
 // compatible are tried in order; none compatible is UnsupportedVersion, compatible but
-// without the method is NoSuchMethod.
-func (s *server) dispatch(in *incoming) (result any, err error) {
+// without the method is NoSuchMethod. rejected is the drop reason when the message is
+// malformed for this server: one of those two, or a handler's *DecodeError (arguments
+// that do not decode).
+func (s *server) dispatch(in *incoming) (result any, rejected string, err error) {
 	found := false
 	for _, ep := range s.endpoints {
 		if ep.Namespace != in.Namespace {
@@ -230,14 +238,19 @@ func (s *server) dispatch(in *incoming) (result any, err error) {
 			continue
 		}
 		if h, ok := ep.Methods[in.Method]; ok && h != nil {
-			return s.invoke(h, &in.Request)
+			result, err = s.invoke(h, &in.Request)
+			var de *DecodeError
+			if errors.As(err, &de) {
+				rejected = de.Reason
+			}
+			return result, rejected, err
 		}
 		found = true
 	}
 	if found {
-		return nil, noSuchMethod(in.Method)
+		return nil, ReasonUnknownMethod, noSuchMethod(in.Method)
 	}
-	return nil, unsupportedVersion(in.Version, in.Method)
+	return nil, ReasonUnsupportedVersion, unsupportedVersion(in.Version, in.Method)
 }
 
 // invoke keeps a handler bug from killing the consumer.
