@@ -3,6 +3,7 @@ package neutron
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/ovsagent/ovsagent/internal/oslo"
@@ -41,12 +42,21 @@ func (o Oslo) Serve(topic string, eps ...Endpoint) error {
 	for i, ep := range eps {
 		methods := make(map[string]oslo.Handler, len(ep.Methods))
 		for name, h := range ep.Methods {
-			h := h
-			methods[name] = func(ctx context.Context, req *oslo.Request) (any, error) {
-				return h(ctx, &Request{Method: req.Method, Version: req.Version, Namespace: req.Namespace, Args: req.Args, Context: req.Context})
-			}
+			methods[name] = osloHandler(h)
 		}
 		oeps[i] = oslo.Endpoint{Namespace: ep.Namespace, Version: ep.Version, Methods: methods}
 	}
 	return o.T.Serve(topic, oeps...)
+}
+
+// osloHandler adapts a Handler. Arguments that do not decode (ErrBadArgs) become an
+// *oslo.DecodeError, which oslo logs once and counts as a dropped message (bad_args).
+func osloHandler(h Handler) oslo.Handler {
+	return func(ctx context.Context, req *oslo.Request) (any, error) {
+		res, err := h(ctx, &Request{Method: req.Method, Version: req.Version, Namespace: req.Namespace, Args: req.Args, Context: req.Context})
+		if errors.Is(err, ErrBadArgs) {
+			return res, &oslo.DecodeError{Reason: oslo.ReasonBadArgs, Detail: err.Error()}
+		}
+		return res, err
+	}
 }
