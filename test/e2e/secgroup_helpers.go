@@ -118,7 +118,7 @@ func sgServe(t testing.TB, vm *VM, port int) {
 // sgNeigh sets a permanent neighbour entry in the VM (ip -> mac on eth0), so
 // that a probe depends on the IP packet alone, not on ARP.
 func sgNeigh(ctx context.Context, vm *VM, ip, mac string) error {
-	_, err := vm.Exec(ctx, "ip", "sgNeigh", "replace", ip, "lladdr", mac, "dev", "eth0", "nud", "permanent")
+	_, err := vm.Exec(ctx, "ip", "neigh", "replace", ip, "lladdr", mac, "dev", "eth0", "nud", "permanent")
 	return err
 }
 
@@ -247,7 +247,7 @@ func (s *SGUDPSink) Stop() {
 // SendUDP sends one datagram from the VM's sport to ip:dport.
 func (v *VM) SendUDP(ctx context.Context, ip string, dport, sport int, msg string) error {
 	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", v.NS, "socat", "-u", "-",
-		fmt.Sprintf("UDP-SENDTO:%s:%d,sourceport=%d,reuseaddr", ip, dport, sport))
+		fmt.Sprintf("UDP-SENDTO:%s:%d,sourceport=%d,reuseaddr,broadcast", ip, dport, sport))
 	cmd.Stdin = strings.NewReader(msg + "\n")
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -290,7 +290,7 @@ func TestSecGroupAllowedAddressPairs(t *testing.T) {
 		if err != nil {
 			t.Errorf("vm2 as %s/%s: %v", c.mac, c.ip, err)
 		}
-		_, _ = vm1.Exec(e.Ctx, "ip", "sgNeigh", "del", c.ip, "dev", "eth0")
+		_, _ = vm1.Exec(e.Ctx, "ip", "neigh", "del", c.ip, "dev", "eth0")
 	}
 }
 
@@ -421,7 +421,10 @@ func TestSecGroupDHCPServer(t *testing.T) {
 	} else {
 		t.Logf("udp 67 -> 68 from the VM dropped (3 datagrams)")
 	}
-	if ok, err := sgUdpArrives(e.Ctx, vm2, sink, "255.255.255.255", 68, 67, "dhcp-bcast-67"); err != nil || ok {
+	if ok, err := sgUdpArrives(e.Ctx, vm2, sink, "10.250.35.255", 68, 1068, "control-bcast-1068"); err != nil || !ok {
+		t.Errorf("broadcast udp 1068 -> 68 (control): arrived=%v %v", ok, err)
+	}
+	if ok, err := sgUdpArrives(e.Ctx, vm2, sink, "10.250.35.255", 68, 67, "dhcp-bcast-67"); err != nil || ok {
 		t.Errorf("broadcast udp 67 -> 68: arrived=%v %v, want dropped", ok, err)
 	}
 }
@@ -510,7 +513,7 @@ func TestSecGroupIPv6ND(t *testing.T) {
 	if st, err := vm2.Ping(e.Ctx, vm1.IP, 10); err != nil || st.Lost() != 0 {
 		t.Errorf("ping6 back: %+v %v", st, err)
 	}
-	out, _ := vm1.Exec(e.Ctx, "ip", "-6", "sgNeigh", "show", "dev", "eth0")
+	out, _ := vm1.Exec(e.Ctx, "ip", "-6", "neigh", "show", "dev", "eth0")
 	t.Logf("vm1 IPv6 neighbours: %s", strings.TrimSpace(out))
 	if !strings.Contains(out, vm2.IP) || !strings.Contains(strings.ToLower(out), strings.ToLower(vm2.MAC)) {
 		t.Errorf("vm1 did not learn %s -> %s by ND: %s", vm2.IP, vm2.MAC, out)
