@@ -157,6 +157,16 @@ func (o *OFBridges) Installed(bridge string) []openflow.InstalledFlow {
 	return b.rec.Installed()
 }
 
+// InstalledFlows returns the flows the bridge's reconciler believes are
+// installed (at start: what it adopted).
+func (o *OFBridges) InstalledFlows(bridge string) []openflow.Flow {
+	var out []openflow.Flow
+	for _, f := range o.Installed(bridge) {
+		out = append(out, f.Flow)
+	}
+	return out
+}
+
 // Close closes every connection.
 func (o *OFBridges) Close() {
 	o.mu.Lock()

@@ -51,7 +51,7 @@ func (o *Options) defaults() {
 		o.BatchWindow = 10 * time.Millisecond
 	}
 	if o.FDBWait <= 0 {
-		o.FDBWait = 10 * time.Second
+		o.FDBWait = 2 * time.Second
 	}
 	if o.RetryMin <= 0 {
 		o.RetryMin = 200 * time.Millisecond
@@ -100,22 +100,25 @@ type Agent struct {
 	inflight int
 
 	// state
-	layout     BridgeLayout
-	ps         *pipeline.State
-	vlans      *pipeline.VLANManager
-	fw         *firewall.State
-	conj       firewall.ConjIDs
-	fwPorts    map[string]firewall.Port // desired firewall ports (a.fw is what flows were computed from)
-	fwChanged  bool
-	sgFails    int
-	sgRetryAt  time.Time
-	ports      map[string]*portRec
-	netPorts   map[pipeline.NetKey]map[string]bool
-	fdb        map[string]map[netip.Addr]*pipeline.RemoteFDB // l2pop, by network id
-	endpoints  map[netip.Addr]string                         // tunnel_sync / tunnel_update endpoints (no l2pop): ip → type
-	tunnels    map[netip.Addr]TunnelPort                     // tunnel ports on br-tun
-	installed  map[string]map[string][]openflow.Flow         // bridge → owner → flows applied
-	dirtyOwner map[string]bool
+	layout    BridgeLayout
+	ps        *pipeline.State
+	vlans     *pipeline.VLANManager
+	fw        *firewall.State
+	conj      firewall.ConjIDs
+	fwPorts   map[string]firewall.Port // desired firewall ports (a.fw is what flows were computed from)
+	fwChanged bool
+	// installedFW holds the firewall-table flows found at start, to recover
+	// the conjunction ids they use (no rewrite of every remote-group flow).
+	installedFW []openflow.Flow
+	sgFails     int
+	sgRetryAt   time.Time
+	ports       map[string]*portRec
+	netPorts    map[pipeline.NetKey]map[string]bool
+	fdb         map[string]map[netip.Addr]*pipeline.RemoteFDB // l2pop, by network id
+	endpoints   map[netip.Addr]string                         // tunnel_sync / tunnel_update endpoints (no l2pop): ip → type
+	tunnels     map[netip.Addr]TunnelPort                     // tunnel ports on br-tun
+	installed   map[string]map[string][]openflow.Flow         // bridge → owner → flows applied
+	dirtyOwner  map[string]bool
 
 	started       bool // first snapshot processed
 	swept         bool // stale flows of earlier rounds removed
@@ -130,8 +133,9 @@ type Agent struct {
 	ovsRestarted  bool
 	tunnelSync    map[string]*retry // tunnel type → pending tunnel_sync
 	fdbAwait      map[string]time.Time
-	refreshNets   map[string]bool // tunnelled networks whose FDB must be (re)requested
-	refreshOut    map[string]bool // … and whose request is out now
+	fdbSeen       map[string]time.Time // last add_fdb_entries per network
+	refreshNets   map[string]bool      // tunnelled networks whose FDB must be (re)requested
+	refreshOut    map[string]bool      // … and whose request is out now
 	sgDirty       bool
 	inSync        bool
 	reportStart   atomic.Bool // next report carries start_flag
@@ -174,6 +178,7 @@ func New(opt Options, d Deps) *Agent {
 		dirtyOwner:  map[string]bool{},
 		tunnelSync:  map[string]*retry{},
 		fdbAwait:    map[string]time.Time{},
+		fdbSeen:     map[string]time.Time{},
 		refreshNets: map[string]bool{},
 		refreshOut:  map[string]bool{},
 	}
@@ -233,6 +238,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	// Set the bridges up before anything else; the first batch waits for
 	// the monitor's snapshot.
 	a.setupBridges(ctx)
+	if a.bridgesOK {
+		a.adoptTunnels(ctx)
+		a.takeInstalledFirewall()
+	}
 	for {
 		// Wait for something to do.
 		a.armWake(wake)
@@ -328,8 +337,15 @@ func (a *Agent) nextWake() time.Time {
 	if !a.bridgesOK {
 		consider(a.bridgeRetryAt)
 	}
-	if len(a.dirtyOwner) > 0 {
-		consider(a.flowRetryAt)
+	if len(a.dirtyOwner) > 0 && a.started && a.bridgesOK {
+		// Owners left dirty by the end of a batch (e.g. a tunnel port
+		// deleted after the sweep) are applied at once, failed ones after
+		// their back-off.
+		if a.flowRetryAt.IsZero() {
+			consider(a.now())
+		} else {
+			consider(a.flowRetryAt)
+		}
 	}
 	for _, p := range a.ports {
 		if p.pending() {

@@ -292,7 +292,7 @@ func TestRestartAdoptsWithoutStorm(t *testing.T) {
 	})
 	h.a.Notify(FDBAdd{Entries: FDBEntries{"net-a": {SegmentID: intp(100), NetworkType: "vxlan",
 		Ports: map[string][][2]string{"192.0.2.2": {{floodMAC, "0.0.0.0"}, {"fa:16:3e:00:00:99", "10.0.0.99"}}}}}})
-	h.waitFor("in sync with FDB", func() bool { return h.inSync() && fl.has("br-tun", "table=20") })
+	h.waitFor("in sync with FDB", func() bool { return h.inSync() && fl.has("br-tun", "dl_dst=fa:16:3e:00:00:99") })
 	h.stop()
 	installed := fl.dump("br-tun")
 
@@ -307,7 +307,9 @@ func TestRestartAdoptsWithoutStorm(t *testing.T) {
 	refreshBefore := srv.refreshCalls
 	srv.mu.Unlock()
 
-	h2 := start(t, sw, fl, srv, testOpts(true))
+	opt2 := testOpts(true)
+	opt2.FDBWait = time.Second // the sweep waits for net-a's FDB sent below; net-b has no peer
+	h2 := start(t, sw, fl, srv, opt2)
 	sw.snapshot()
 	h2.waitFor("ports adopted", func() bool {
 		srv.mu.Lock()
@@ -315,7 +317,7 @@ func TestRestartAdoptsWithoutStorm(t *testing.T) {
 		return srv.refreshCalls > refreshBefore
 	})
 	// Until the FDB comes back, the old round's unicast flow must stay.
-	if !fl.has("br-tun", "table=20") {
+	if !fl.has("br-tun", "dl_dst=fa:16:3e:00:00:99") {
 		t.Errorf("l2pop unicast flow swept before the FDB refresh arrived")
 	}
 	h2.a.Notify(FDBAdd{Entries: FDBEntries{"net-a": {SegmentID: intp(100), NetworkType: "vxlan",
@@ -611,4 +613,45 @@ func TestReportsOffTheLoopKeepPerPortOrder(t *testing.T) {
 	h.waitFor("p1 DOWN, p2 ACTIVE, in sync", func() bool {
 		return srv.status("p1") == "DOWN" && srv.status("p2") == "ACTIVE" && h.inSync()
 	})
+}
+
+// Tunnel ports found on br-tun at start are taken over at once (their
+// table-0 flows are ours from the first bundle); with l2pop, one no FDB
+// claims goes after the first sync.
+func TestTunnelPortsAdoptedAtStart(t *testing.T) {
+	sw, fl, srv := newFakeSwitch(true), newFakeFlows(), newFakeServer()
+	sw.tunnels["vxlan-c0000209"] = TunnelPort{Name: "vxlan-c0000209", Type: "vxlan", RemoteIP: "192.0.2.9", LocalIP: "192.0.2.1", OFPort: 9}
+	srv.addPort("p1", "net-a", "vxlan", 100, "fa:16:3e:00:00:01")
+	sw.plug("p1", "tap1", "fa:16:3e:00:00:01")
+	<-sw.events // the plug event: the snapshot below carries the port
+	opt := testOpts(true)
+	opt.FDBWait = 300 * time.Millisecond
+	h := start(t, sw, fl, srv, opt)
+	sw.snapshot()
+	h.waitFor("p1 ACTIVE", func() bool { return srv.status("p1") == "ACTIVE" })
+	if !fl.has("br-tun", "in_port=9") || h.inSync() {
+		t.Errorf("adopted tunnel port has no table-0 flow before the sweep (in sync %v):\n%s", h.inSync(), strings.Join(fl.dump("br-tun"), "\n"))
+	}
+	h.waitFor("in sync and the unclaimed tunnel port deleted", func() bool { return h.inSync() && len(sw.tunnelNames()) == 0 })
+	if fl.has("br-tun", "in_port=9") {
+		t.Errorf("flows of the deleted tunnel port left")
+	}
+}
+
+// Without l2pop, tunnel ports found at start survive a failing tunnel_sync.
+func TestTunnelPortsKeptWhileTunnelSyncFails(t *testing.T) {
+	sw, fl, srv := newFakeSwitch(true), newFakeFlows(), newFakeServer()
+	sw.tunnels["vxlan-c0000209"] = TunnelPort{Name: "vxlan-c0000209", Type: "vxlan", RemoteIP: "192.0.2.9", LocalIP: "192.0.2.1", OFPort: 9}
+	srv.tunnelSyncErr = 3
+	srv.endpoints = []TunnelEndpoint{{IP: "192.0.2.9", Host: "hv9"}}
+	h := start(t, sw, fl, srv, testOpts(false))
+	sw.snapshot()
+	h.waitFor("tunnel_sync answered and in sync", func() bool {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		return srv.tunnelSyncs == 4 && h.inSync()
+	})
+	if len(sw.tunnelNames()) != 1 || !fl.has("br-tun", "in_port=9") {
+		t.Errorf("tunnel port lost while tunnel_sync failed: %v", sw.tunnelNames())
+	}
 }

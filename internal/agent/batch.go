@@ -507,6 +507,7 @@ func (a *Agent) releaseIdleNetworks() {
 			delete(a.fdb, key.NetworkID)
 			delete(a.refreshNets, key.NetworkID)
 			delete(a.fdbAwait, key.NetworkID)
+			delete(a.fdbSeen, key.NetworkID)
 		}
 	}
 }
@@ -850,7 +851,13 @@ func (a *Agent) onReportResult(r *reportResult) {
 	for id := range r.refreshNets {
 		if a.refreshNets[id] {
 			delete(a.refreshNets, id)
-			if !a.swept {
+			// Only flows that output to a tunnel port need the FDB back
+			// before the sweep; with no tunnel port there is none, and
+			// l2pop sends nothing when the network has no other host.
+			// The FDB may also have come before the reply (the server
+			// casts it while it handles the call).
+			got, ok := a.fdbSeen[id]
+			if !a.swept && len(a.tunnels) > 0 && !(ok && !got.Before(r.sent)) {
 				a.fdbAwait[id] = r.replied.Add(a.opt.FDBWait)
 			}
 		}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/ovsagent/ovsagent/internal/firewall"
+	"github.com/ovsagent/ovsagent/internal/openflow"
+	"github.com/ovsagent/ovsagent/internal/pipeline"
 )
 
 // setFirewallPort records the port as the firewall must see it (only with
@@ -107,6 +109,10 @@ func (a *Agent) updateFirewall(ctx context.Context) {
 			next.Groups, next.Members = groups, members
 		}
 	}
+	if a.installedFW != nil && len(next.Ports) > 0 {
+		a.conj = firewall.RecoverConjIDs(a.installedFW, next)
+		a.installedFW = nil
+	}
 	ids, changed := firewall.Update(a.fw, next, a.conj)
 	for _, o := range changed {
 		a.dirtyOwner[o] = true
@@ -116,4 +122,29 @@ func (a *Agent) updateFirewall(ctx context.Context) {
 	}
 	a.fw, a.conj = next, ids
 	a.fwChanged = false
+}
+
+// installedFlows is implemented by Flows edges that can list what a bridge
+// held when they adopted it.
+type installedFlows interface {
+	InstalledFlows(bridge string) []openflow.Flow
+}
+
+func (a *Agent) takeInstalledFirewall() {
+	if !a.ps.Config.OVSFirewall() {
+		return
+	}
+	src, ok := a.d.Flows.(installedFlows)
+	if !ok {
+		return
+	}
+	var fw []openflow.Flow
+	for _, f := range src.InstalledFlows(a.layout.Integration) {
+		if pipeline.IsFirewallTable(f.Table) {
+			fw = append(fw, f)
+		}
+	}
+	if len(fw) > 0 {
+		a.installedFW = fw
+	}
 }

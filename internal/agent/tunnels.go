@@ -80,6 +80,7 @@ func (a *Agent) fdbApply(entries FDBEntries, add bool) {
 		a.dirtyOwner[pipeline.OwnerNetwork(key)] = true
 		if add {
 			delete(a.fdbAwait, netID)
+			a.fdbSeen[netID] = a.now()
 		}
 	}
 }
@@ -215,8 +216,8 @@ func (a *Agent) reconcileTunnels(ctx context.Context) {
 		if _, ok := want[ip]; ok {
 			continue
 		}
-		if a.opt.L2Population && !a.swept {
-			continue // adopted: the FDB refresh may still claim it
+		if !a.swept {
+			continue // adopted: the FDB refresh or tunnel_sync may still claim it
 		}
 		if err := a.d.Switch.DeleteTunnelPort(ctx, tp); err != nil {
 			a.log.Warn("agent: deleting tunnel port failed", "port", tp.Name, "err", err)
