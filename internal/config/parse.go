@@ -295,6 +295,9 @@ func parseBridgeMappings(v string) ([]BridgeMapping, error) {
 		if strings.ContainsAny(bridge, " \t\n/") {
 			return nil, &Error{Option: opt, Value: v, Reason: fmt.Sprintf("bridge name %q is not a valid bridge name", bridge)}
 		}
+		if len(bridge) > maxBridgeName {
+			return nil, &Error{Option: opt, Value: v, Reason: fmt.Sprintf("bridge name %q is longer than %d characters", bridge, maxBridgeName)}
+		}
 		if physnets[physnet] {
 			return nil, &Error{Option: opt, Value: v, Reason: fmt.Sprintf("physical network %q is mapped twice", physnet)}
 		}

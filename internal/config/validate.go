@@ -113,6 +113,9 @@ func (c *Config) Validate(hostAddrs HostAddrsFunc) error {
 		if name == "" || strings.ContainsAny(name, " \t\n/") {
 			return &Error{Option: "ovs." + key, Value: name, Reason: "not a valid OVS name"}
 		}
+		if (key == "integration_bridge" || key == "tunnel_bridge") && len(name) > maxBridgeName {
+			return &Error{Option: "ovs." + key, Value: name, Reason: fmt.Sprintf("longer than %d characters (a bridge is a network device)", maxBridgeName)}
+		}
 	}
 	if o.IntegrationBridge == o.TunnelBridge {
 		return &Error{Option: "ovs.tunnel_bridge", Value: o.TunnelBridge, Reason: "same as ovs.integration_bridge"}
@@ -210,3 +213,7 @@ func validOVSDBConnection(s string) error {
 	}
 	return fmt.Errorf("unknown method %q (tcp, ssl, unix)", method)
 }
+
+// maxBridgeName is IFNAMSIZ-1: a bridge is also a network device (its internal port),
+// and OVS refuses longer names, so the agent would otherwise retry its bridge setup forever.
+const maxBridgeName = 15
