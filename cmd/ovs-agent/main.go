@@ -182,6 +182,12 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		"files", strings.Join(cfg.Files, ","))
 	if err := run(ctx, cfg, log); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("agent stopped", "err", err)
+		if logPath(o, cfg) != "" {
+			// What only the running agent can find wrong (a mapped bridge that does
+			// not exist, an unreadable CA file) is a configuration error too: one
+			// line on stderr, as for the errors Load reports.
+			fmt.Fprintln(stderr, "ovs-agent:", err)
+		}
 		return 1
 	}
 	log.Info("stopped")
@@ -195,13 +201,7 @@ func newLogger(o *cliOptions, cfg *config.Config, stderr io.Writer) (*slog.Logge
 	if o.debug || cfg.Default.Debug {
 		level = slog.LevelDebug
 	}
-	path := o.logFile
-	if path == "" {
-		path = cfg.Default.LogFile
-	}
-	if path != "" && cfg.Default.LogDir != "" && !strings.HasPrefix(path, "/") {
-		path = cfg.Default.LogDir + "/" + path
-	}
+	path := logPath(o, cfg)
 	var w io.Writer = stderr
 	closeFn := func() {}
 	if path != "" {
@@ -218,6 +218,19 @@ func newLogger(o *cliOptions, cfg *config.Config, stderr io.Writer) (*slog.Logge
 		h = slog.NewJSONHandler(w, hopts)
 	}
 	return slog.New(h), closeFn, nil
+}
+
+// logPath is the log file in force ("" = stderr): --log-file, else [DEFAULT] log_file
+// under log_dir.
+func logPath(o *cliOptions, cfg *config.Config) string {
+	path := o.logFile
+	if path == "" {
+		path = cfg.Default.LogFile
+	}
+	if path != "" && cfg.Default.LogDir != "" && !strings.HasPrefix(path, "/") {
+		path = cfg.Default.LogDir + "/" + path
+	}
+	return path
 }
 
 // reopenLog reopens the log file (SIGHUP); a no-op when logging to stderr.
