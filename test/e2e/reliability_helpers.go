@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -289,4 +290,162 @@ func (d *Daemon) Stop() {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		<-d.done
 	}
+}
+
+// BulkPort is a port plugged without a namespace: a veth pair tap<id[:11]> /
+// v<id[:11]> in the root namespace, the tap on br-int with os-vif's
+// external_ids. Enough for the agent to wire it.
+type BulkPort struct {
+	Port *Port
+	Tap  string
+	peer string
+}
+
+// bulkPorts creates n ports on the network (8 API calls at a time); they are
+// deleted (and unplugged) at cleanup.
+func (e *Env) bulkPorts(nw *Network, prefix string, n int) []*BulkPort {
+	e.T.Helper()
+	out := make([]*BulkPort, n)
+	errs := make([]error, n)
+	sem := make(chan struct{}, 8)
+	done := make(chan struct{})
+	for i := 0; i < n; i++ {
+		go func(i int) {
+			defer func() { done <- struct{}{} }()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			p, err := e.Neutron.CreatePort(e.Ctx, PortSpec{Name: e.name(fmt.Sprintf("%s%03d", prefix, i)), NetworkID: nw.ID, HostID: e.Host})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			out[i] = &BulkPort{Port: p, Tap: "tap" + p.ID[:11], peer: "v" + p.ID[:11]}
+		}(i)
+	}
+	for i := 0; i < n; i++ {
+		<-done
+	}
+	e.T.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		for _, b := range out {
+			if b != nil {
+				_ = b.Unplug(ctx, e.OVS)
+				if err := e.Neutron.DeletePort(ctx, b.Port.ID); err != nil && !IsNotFound(err) {
+					e.T.Errorf("cleanup: %v", err)
+				}
+			}
+		}
+	})
+	for i, err := range errs {
+		if err != nil {
+			e.T.Fatalf("port %d: %v", i, err)
+		}
+	}
+	return out
+}
+
+// Plug creates the veth pair and adds the tap to br-int as os-vif does.
+func (b *BulkPort) Plug(ctx context.Context, o OVS) error {
+	_, _ = sh(ctx, "ip", "link", "del", b.Tap)
+	if _, err := sh(ctx, "ip", "link", "add", b.Tap, "type", "veth", "peer", "name", b.peer); err != nil {
+		return err
+	}
+	for _, l := range []string{b.Tap, b.peer} {
+		if _, err := sh(ctx, "ip", "link", "set", l, "up"); err != nil {
+			return err
+		}
+	}
+	_, err := o.Vsctl(ctx, "--", "--may-exist", "add-port", "br-int", b.Tap, "--", "set", "Interface", b.Tap,
+		"external_ids:iface-id="+b.Port.ID, "external_ids:attached-mac="+b.Port.MACAddress,
+		"external_ids:iface-status=active", "external_ids:vm-uuid="+b.Port.DeviceID)
+	return err
+}
+
+// Unplug removes the tap from br-int and deletes the veth pair.
+func (b *BulkPort) Unplug(ctx context.Context, o OVS) error {
+	_, err := o.Vsctl(ctx, "--if-exists", "del-port", "br-int", b.Tap)
+	_, _ = sh(ctx, "ip", "link", "del", b.Tap)
+	return err
+}
+
+// plugAll plugs ports, par at a time, and returns the first error.
+func plugAll(ctx context.Context, o OVS, ports []*BulkPort, par int) error {
+	sem := make(chan struct{}, par)
+	errc := make(chan error, len(ports))
+	for _, b := range ports {
+		b := b
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			errc <- b.Plug(ctx, o)
+		}()
+	}
+	var first error
+	for range ports {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// portStatuses returns status -> count for the ports of the network, and
+// the ids of those not in want.
+func (e *Env) portStatuses(ctx context.Context, netID string, ids map[string]bool, want string) (map[string]int, []string, error) {
+	ps, err := e.Neutron.ListPorts(ctx, url.Values{"network_id": {netID}})
+	if err != nil {
+		return nil, nil, err
+	}
+	st := map[string]int{}
+	var off []string
+	for _, p := range ps {
+		if ids != nil && !ids[p.ID] {
+			continue
+		}
+		st[p.Status]++
+		if p.Status != want {
+			off = append(off, p.ID)
+		}
+	}
+	return st, off, nil
+}
+
+// staleFlows lists flows on the agent's bridges whose cookie is not the
+// current run's (learned br-tun table 20 flows excluded: they expire).
+func staleFlows(ctx context.Context, o OVS, a *Agent) ([]string, error) {
+	cookies := a.Cookies()
+	var stale []string
+	for br, c := range cookies {
+		fl, err := o.DumpFlows(ctx, br)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range fl {
+			if strings.Contains(f, "table=20") && strings.Contains(f, "hard_timeout=") {
+				continue
+			}
+			if m := cookieField.FindStringSubmatch(f); m == nil || m[1] != c {
+				stale = append(stale, br+": "+f)
+			}
+		}
+	}
+	return stale, nil
+}
+
+// tagsOf returns the VLAN tag of each tap (0 = none) in one ovs-vsctl call.
+func tagsOf(ctx context.Context, o OVS) (map[string]int, error) {
+	out, err := o.Vsctl(ctx, "--format=csv", "--data=bare", "--no-headings", "--columns=name,tag", "list", "Port")
+	if err != nil {
+		return nil, err
+	}
+	tags := map[string]int{}
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Split(l, ",")
+		if len(f) == 2 {
+			n, _ := strconv.Atoi(f[1])
+			tags[f[0]] = n
+		}
+	}
+	return tags, nil
 }
