@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -567,4 +568,31 @@ func restoreManagers(t testing.TB) {
 			t.Logf("managers %q (the reference added them) restored to %q", now, before)
 		}
 	})
+}
+
+// timingMetrics returns the agent's histogram sums and counts that split
+// its start-up time (RPCs by method, bundles by bridge, batches).
+func timingMetrics(ctx context.Context, a *Agent) string {
+	req, err := http.NewRequestWithContext(ctx, "GET", a.MetricsURL(), nil)
+	if err != nil {
+		return err.Error()
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var out []string
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, "#") {
+			continue
+		}
+		for _, m := range []string{"ovsagent_rpc_duration_seconds_", "ovsagent_bundle_apply_seconds_", "ovsagent_agent_batch_seconds_", "ovsagent_loop_duration_seconds_", "ovsagent_flows{"} {
+			if strings.HasPrefix(l, m) && (strings.Contains(l, "_sum") || strings.Contains(l, "_count") || strings.HasPrefix(l, "ovsagent_flows{")) {
+				out = append(out, strings.TrimPrefix(l, "ovsagent_"))
+			}
+		}
+	}
+	return strings.Join(out, "; ")
 }

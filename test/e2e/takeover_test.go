@@ -244,6 +244,7 @@ func TestTakeoverFromReference(t *testing.T) {
 	a := startOurs(t, e, ini, metrics)
 	r := waitSwapped(t, e, start, refCookies, a, 90*time.Second)
 	t.Logf("ovs-agent: in sync %s after start, reference cookies gone after %s", r.syncAfter, r.cleanAfter)
+	t.Logf("agent timings: %s", timingMetrics(e.Ctx, a))
 	time.Sleep(3 * time.Second)
 
 	st := pinger.Stop()
@@ -453,6 +454,7 @@ func TestTakeover100Ports(t *testing.T) {
 		met = "NOT met"
 	}
 	t.Logf("100 PORTS: ovs-agent in sync %s after start, reference cookies gone after %s (goal 2 s: %s)", r.syncAfter, r.cleanAfter, met)
+	t.Logf("100 PORTS: agent timings: %s", timingMetrics(e.Ctx, a))
 	time.Sleep(3 * time.Second)
 	st := pinger.Stop()
 	polls, changes := watch.Stop()
