@@ -367,3 +367,43 @@ func TestTwoHostRestart(t *testing.T) {
 		}
 	})
 }
+
+// TestTwoHostMixedTypes: a VXLAN and a GRE network between the same two
+// hypervisors at the same time (neutron names the ports vxlan-<hex> and
+// gre-<hex>: one tunnel port per remote IP and type); both pairs ping.
+func TestTwoHostMixedTypes(t *testing.T) {
+	e := NewEnv(t)
+	th := NewTwoHost(e, twoHostAgentTimeout)
+	ha, hb := th.HV[0], th.HV[1]
+	var pairs [][2]*VM
+	for i, typ := range []string{"vxlan", "gre"} {
+		nw := e.Network(NetworkSpec{Name: typ, NetworkType: typ})
+		e.Subnet(nw.ID, []string{"10.251.5.0/24", "10.251.6.0/24"}[i])
+		a, b := th.VM(ha, nw, typ+"a"), th.VM(hb, nw, typ+"b")
+		for _, vm := range []*VM{a, b} {
+			t.Logf("%s (%s) ACTIVE %s after plugging", vm.NS, typ, e.WaitStatus(vm.Port, "ACTIVE", twoHostActive).Round(time.Millisecond))
+		}
+		pairs = append(pairs, [2]*VM{a, b})
+	}
+	for _, h := range th.HV {
+		for _, typ := range []string{"vxlan", "gre"} {
+			name := tunnelPortName(typ, th.Peer(h).LocalIP)
+			if _, err := h.WaitTunnelPort(e.Ctx, name, true, twoHostConverge); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	for _, p := range pairs {
+		if d, err := p[0].PingUntil(e.Ctx, p[1].IP, twoHostConverge); err != nil {
+			t.Error(err)
+		} else {
+			t.Logf("%s -> %s first reply after %s", p[0].NS, p[1].NS, d.Round(time.Millisecond))
+		}
+	}
+	time.Sleep(2 * time.Second) // a flip between the two types would show now
+	for _, p := range pairs {
+		if st, err := p[0].Ping(e.Ctx, p[1].IP, 10); err != nil || st.Lost() != 0 {
+			t.Errorf("ping %s -> %s: %d/%d lost (%v)", p[0].NS, p[1].NS, st.Lost(), st.Sent, err)
+		}
+	}
+}
