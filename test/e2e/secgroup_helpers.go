@@ -317,3 +317,32 @@ func (l *sgLockedBuf) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// sgFlowWatch logs br-int's flow count whenever it changes (every 200 ms)
+// until stop is closed: what a restart does to the installed flows.
+func sgFlowWatch(t testing.TB, e *Env, stop <-chan struct{}) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		start, last := time.Now(), ""
+		for {
+			out, err := e.OVS.Ofctl(context.Background(), "dump-aggregate", "br-int")
+			cur := strings.TrimSpace(out)
+			if err != nil {
+				cur = "error: " + err.Error()
+			} else if i := strings.Index(cur, "flow_count="); i >= 0 {
+				cur = cur[i:]
+			}
+			if cur != last {
+				t.Logf("br-int at +%s: %s", time.Since(start).Round(time.Millisecond), cur)
+				last = cur
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	return done
+}

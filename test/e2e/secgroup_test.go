@@ -527,7 +527,7 @@ func TestSecGroupIPv6ND(t *testing.T) {
 // so the pings of that gap are counted and logged).
 func TestSecGroupRestartKeepsConnections(t *testing.T) {
 	e := NewEnv(t)
-	agent, _ := e.StartAgentAlive(AgentConfig{}, 60*time.Second)
+	agent, _ := e.StartAgentAlive(AgentConfig{Debug: true}, 60*time.Second)
 	nw := e.Network(NetworkSpec{Name: "net"})
 	e.Subnet(nw.ID, "10.250.38.0/24")
 	sg := e.SecurityGroup("pair")
@@ -584,6 +584,8 @@ func TestSecGroupRestartKeepsConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second)
+	stopWatch := make(chan struct{})
+	watched := sgFlowWatch(t, e, stopWatch)
 	took, out, err := sgRestartSystemVswitchd(e.Ctx)
 	if err != nil {
 		t.Fatalf("ovs-vswitchd restart: %v\n%s", err, out)
@@ -598,6 +600,8 @@ func TestSecGroupRestartKeepsConnections(t *testing.T) {
 	}
 	sgWaitSynced(t, e, agent, 2)
 	time.Sleep(5 * time.Second)
+	close(stopWatch)
+	<-watched
 	for i := 0; i < 3; i++ {
 		if err := sess.Echo(5 * time.Second); err != nil {
 			t.Errorf("TCP session echo %d after the vswitchd restart settled: %v", i, err)
@@ -640,15 +644,15 @@ func sgWaitSynced(t *testing.T, e *Env, a *Agent, ports float64) {
 	})
 }
 
-var sgRegPortRe = regexp.MustCompile(`reg5=0x([0-9a-f]+)`)
-
 // TestSecGroupRuleChangeLatency measures (t.Logf, no assertion on time) how
 // long a rule change pushed by the server takes to be installed on the
-// ports: from the API call to the rule's flows in table 82 for every port
-// of the group (ovs-ofctl polled), for adds and deletes.
+// ports of the group: end to end, from the API call to the rule's flows in
+// table 82 for every port (ovs-ofctl polled from before the call), and
+// inside the agent, from the drained SecurityGroupChanged event to the end
+// of the batch that installed the flows (the agent's debug log).
 func TestSecGroupRuleChangeLatency(t *testing.T) {
 	e := NewEnv(t)
-	e.StartAgentAlive(AgentConfig{}, 60*time.Second)
+	agent, _ := e.StartAgentAlive(AgentConfig{Debug: true}, 60*time.Second)
 	nw := e.Network(NetworkSpec{Name: "net"})
 	e.Subnet(nw.ID, "10.250.39.0/24")
 	sg := e.SecurityGroup("bench")
@@ -666,7 +670,7 @@ func TestSecGroupRuleChangeLatency(t *testing.T) {
 		}
 		want[strconv.FormatInt(int64(of), 16)] = true
 	}
-	// ports of the rule's flows in table 82
+	regPort := regexp.MustCompile(`reg5=0x([0-9a-f]+)`)
 	portsWith := func(dport int) (int, error) {
 		out, err := e.OVS.Ofctl(e.Ctx, "dump-flows", "br-int", "table=82", "--no-stats")
 		if err != nil {
@@ -675,60 +679,117 @@ func TestSecGroupRuleChangeLatency(t *testing.T) {
 		tpDst := regexp.MustCompile(`tp_dst=` + strconv.Itoa(dport) + `\b`)
 		seen := map[string]bool{}
 		for _, l := range strings.Split(out, "\n") {
-			if !tpDst.MatchString(l) {
-				continue
-			}
-			if m := sgRegPortRe.FindStringSubmatch(l); m != nil && want[m[1]] {
+			if m := regPort.FindStringSubmatch(l); m != nil && want[m[1]] && tpDst.MatchString(l) {
 				seen[m[1]] = true
 			}
 		}
 		return len(seen), nil
 	}
-	waitFor := func(dport, n int) (time.Duration, int, error) {
-		start := time.Now()
-		polls := 0
-		for time.Since(start) < sgConverge {
-			polls++
-			got, err := portsWith(dport)
-			if err != nil {
-				return 0, polls, err
-			}
-			if got == n {
-				return time.Since(start), polls, nil
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		return 0, polls, fmt.Errorf("tcp %d: flows on %d ports not reached within %s", dport, n, sgConverge)
+	// watch polls from before the API call until n ports have the flows
+	type result struct {
+		at    time.Time
+		polls int
+		err   error
 	}
-	var adds, dels []time.Duration
+	watch := func(dport, n int) <-chan result {
+		ch := make(chan result, 1)
+		go func() {
+			start, polls := time.Now(), 0
+			for time.Since(start) < sgConverge {
+				polls++
+				got, err := portsWith(dport)
+				if err != nil {
+					ch <- result{err: err}
+					return
+				}
+				if got == n {
+					ch <- result{at: time.Now(), polls: polls}
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			ch <- result{err: fmt.Errorf("tcp %d: flows on %d ports not reached within %s", dport, n, sgConverge)}
+		}()
+		return ch
+	}
+	var adds, dels, inAgent []time.Duration
+	measure := func(what string, dport, n int, change func() error) {
+		t.Helper()
+		time.Sleep(300 * time.Millisecond) // a quiet agent before each change
+		logFrom := len(agent.Log())
+		ch := watch(dport, n)
+		start := time.Now()
+		if err := change(); err != nil {
+			t.Fatal(err)
+		}
+		api := time.Since(start)
+		r := <-ch
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		total := r.at.Sub(start)
+		if n > 0 {
+			adds = append(adds, total)
+		} else {
+			dels = append(dels, total)
+		}
+		ag := "n/a"
+		if lg := agent.Log(); len(lg) >= logFrom {
+			if d, ok := sgAgentLatency(lg[logFrom:]); ok {
+				inAgent = append(inAgent, d)
+				ag = d.Round(100 * time.Microsecond).String()
+			}
+		}
+		t.Logf("%s tcp %d: flows on all %d ports %s after the API call began (API call %s, %d polls); in the agent: event -> batch done %s",
+			what, dport, nVM, total.Round(time.Millisecond), api.Round(time.Millisecond), r.polls, ag)
+	}
 	for i := 0; i < 8; i++ {
 		dport := 20000 + i
-		start := time.Now()
-		r := e.Rule(RuleSpec{SecurityGroupID: sg.ID, Protocol: "tcp", PortMin: dport, PortMax: dport, RemoteIPPrefix: "192.0.2.0/24"})
-		api := time.Since(start)
-		d, polls, err := waitFor(dport, nVM)
-		if err != nil {
-			t.Fatal(err)
-		}
-		total := api + d
-		adds = append(adds, total)
-		t.Logf("rule add tcp %d: API %s, then flows on all %d ports %s later (%d polls); total %s", dport, api.Round(time.Millisecond), nVM, d.Round(time.Millisecond), polls, total.Round(time.Millisecond))
-		start = time.Now()
-		if err := e.Neutron.DeleteSecurityGroupRule(e.Ctx, r.ID); err != nil {
-			t.Fatal(err)
-		}
-		api = time.Since(start)
-		d, polls, err = waitFor(dport, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dels = append(dels, api+d)
-		t.Logf("rule delete tcp %d: API %s, then flows gone from all ports %s later (%d polls); total %s", dport, api.Round(time.Millisecond), d.Round(time.Millisecond), polls, (api + d).Round(time.Millisecond))
+		var r *SecurityGroupRule
+		measure("rule add", dport, nVM, func() error {
+			var err error
+			r, err = e.Neutron.CreateSecurityGroupRule(e.Ctx, RuleSpec{SecurityGroupID: sg.ID, Protocol: "tcp", PortMin: dport, PortMax: dport, RemoteIPPrefix: "192.0.2.0/24"})
+			return err
+		})
+		measure("rule delete", dport, 0, func() error { return e.Neutron.DeleteSecurityGroupRule(e.Ctx, r.ID) })
 	}
-	summary := func(ds []time.Duration) string {
-		s := append([]time.Duration(nil), ds...)
-		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-		return fmt.Sprintf("min %s median %s max %s (n=%d)", s[0].Round(time.Millisecond), s[len(s)/2].Round(time.Millisecond), s[len(s)-1].Round(time.Millisecond), len(s))
+	t.Logf("rule change -> flows on %d ports, API call start to last port's flows seen: add %s; delete %s", nVM, sgSummary(adds), sgSummary(dels))
+	if len(inAgent) > 0 {
+		t.Logf("inside the agent (SecurityGroupChanged drained -> batch with the flows done): %s", sgSummary(inAgent))
 	}
-	t.Logf("rule change -> flows installed on %d ports (API call start to last port's flows seen): add %s; delete %s", nVM, summary(adds), summary(dels))
+}
+
+func sgSummary(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return fmt.Sprintf("min %s median %s max %s (n=%d)", s[0].Round(100*time.Microsecond), s[len(s)/2].Round(100*time.Microsecond), s[len(s)-1].Round(100*time.Microsecond), len(s))
+}
+
+var sgLogTime = regexp.MustCompile(`^time=(\S+)`)
+
+// sgAgentLatency finds, in a debug log excerpt, the first drained
+// SecurityGroupChanged event and the end of the first batch after it that
+// changed owners, and returns the time between them.
+func sgAgentLatency(log string) (time.Duration, bool) {
+	var ev time.Time
+	for _, l := range strings.Split(log, "\n") {
+		m := sgLogTime.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		ts, err := time.Parse(time.RFC3339Nano, m[1])
+		if err != nil {
+			continue
+		}
+		switch {
+		case ev.IsZero() && strings.Contains(l, "type=agent.SecurityGroupChanged"):
+			ev = ts
+		case !ev.IsZero() && strings.Contains(l, `msg="agent: batch"`) && !strings.Contains(l, " owners=0 "):
+			return ts.Sub(ev), true
+		}
+	}
+	return 0, false
 }
