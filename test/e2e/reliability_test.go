@@ -360,7 +360,7 @@ func TestReliabKillMidWiring(t *testing.T) {
 	agent, took := e.StartAgentAlive(AgentConfig{}, 90*time.Second)
 	t.Logf("agent alive after %s", took)
 	nw := e.Network(NetworkSpec{Name: "kill", NetworkType: "vxlan"})
-	e.Subnet(nw.ID, "10.250.32.0/22")
+	e.Subnet(nw.ID, "10.250.32.0/24")
 	vm1, vm2 := e.VM(nw, "vm1"), e.VM(nw, "vm2")
 	e.WaitStatus(vm1.Port, "ACTIVE", 60*time.Second)
 	e.WaitStatus(vm2.Port, "ACTIVE", 60*time.Second)
