@@ -395,16 +395,28 @@ func TestTakeover100Ports(t *testing.T) {
 	}
 	wg.Wait()
 	t.Cleanup(func() {
-		ctx, cancel := cleanupCtx()
+		// before the network's cleanup (LIFO); 100 unplugs and deletes need more than a minute one by one
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 8)
 		for i := range vms {
-			if vms[i] != nil {
-				_ = vms[i].Unplug(ctx)
-			}
-			if ports[i] != nil {
-				_ = e.Neutron.DeletePort(ctx, ports[i].ID)
-			}
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				if vms[i] != nil {
+					_ = vms[i].Unplug(ctx)
+				}
+				if ports[i] != nil {
+					if err := e.Neutron.DeletePort(ctx, ports[i].ID); err != nil && !IsNotFound(err) {
+						t.Errorf("cleanup: %v", err)
+					}
+				}
+			}(i)
 		}
+		wg.Wait()
 	})
 	for i, err := range errs {
 		if err != nil {
