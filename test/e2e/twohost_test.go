@@ -149,12 +149,16 @@ func TestTwoHostGREGeneve(t *testing.T) {
 			}
 			t.Logf("network %s %s id %d mtu %d", nw.ID, typ, nw.SegmentationID, nw.MTU)
 			th := &TwoHost{e: &e, HV: th.HV}
-			start := time.Now()
-			vmA, vmB := th.VM(ha, nw, "vma"), th.VM(hb, nw, "vmb")
-			for _, vm := range []*VM{vmA, vmB} {
-				e.WaitStatus(vm.Port, "ACTIVE", twoHostActive)
-				t.Logf("%s ACTIVE %s after plugging", vm.NS, time.Since(start).Round(time.Millisecond))
+			var vms []*VM
+			for _, x := range []struct {
+				h    *Hypervisor
+				name string
+			}{{ha, "vma"}, {hb, "vmb"}} {
+				vm := th.VM(x.h, nw, x.name)
+				t.Logf("%s on %s ACTIVE %s after plugging", vm.NS, x.h.Name, e.WaitStatus(vm.Port, "ACTIVE", twoHostActive).Round(time.Millisecond))
+				vms = append(vms, vm)
 			}
+			vmA, vmB := vms[0], vms[1]
 			for _, h := range th.HV {
 				name := tunnelPortName(typ, th.Peer(h).LocalIP)
 				d, err := h.WaitTunnelPort(e.Ctx, name, true, twoHostConverge)
