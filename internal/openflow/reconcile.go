@@ -266,22 +266,32 @@ type InstalledFlow struct {
 // Installed returns the installed flows ordered by table, priority
 // (highest first) and match, for `ovs-agent explain`.
 func (r *Reconciler) Installed() []InstalledFlow {
+	// Sort by the map keys (Flow.Key, already rendered): rendering keys in the
+	// comparator cost O(n log n) renders, 0.4 s for 20k flows at every start.
+	type keyed struct {
+		key string
+		f   InstalledFlow
+	}
 	r.mu.Lock()
-	out := make([]InstalledFlow, 0, len(r.installed))
+	ks := make([]keyed, 0, len(r.installed))
 	for k, e := range r.installed {
-		out = append(out, InstalledFlow{Owner: r.owner[k], Flow: e.flow})
+		ks = append(ks, keyed{key: k, f: InstalledFlow{Owner: r.owner[k], Flow: e.flow}})
 	}
 	r.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		a, b := &out[i].Flow, &out[j].Flow
+	sort.Slice(ks, func(i, j int) bool {
+		a, b := &ks[i].f.Flow, &ks[j].f.Flow
 		if a.Table != b.Table {
 			return a.Table < b.Table
 		}
 		if a.Priority != b.Priority {
 			return a.Priority > b.Priority
 		}
-		return a.Key() < b.Key()
+		return ks[i].key < ks[j].key
 	})
+	out := make([]InstalledFlow, len(ks))
+	for i := range ks {
+		out[i] = ks[i].f
+	}
 	return out
 }
 
