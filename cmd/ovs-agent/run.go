@@ -99,11 +99,9 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	oc.OnReconnect(func() { ag.Notify(agent.Resync{Reason: "ovsdb-reconnect"}) })
 
 	if err := (neutron.ConsumerConfig{Host: cfg.Default.Host, Cache: cache, Handler: agent.NeutronHandler{A: ag},
-		L2Population: cfg.Agent.L2Population,
-		OnPushError: func(rtype string, err error) {
-			log.Warn("push dropped", "type", rtype, "err", err)
-			m.IncMalformed(neutron.PushTopic(rtype), "bad-push")
-		}}).Serve(rpc); err != nil {
+		// A push that does not decode is dropped by oslo (bad_args): one log line,
+		// counted in ovsagent_malformed_messages_total; no hook here, or it counts twice.
+		L2Population: cfg.Agent.L2Population}).Serve(rpc); err != nil {
 		return fmt.Errorf("consumers: %w", err)
 	}
 
@@ -206,7 +204,12 @@ func agentOptions(cfg *config.Config) agent.Options {
 		Host: cfg.Default.Host, TunnelTypes: cfg.Agent.TunnelTypes, L2Population: cfg.Agent.L2Population,
 		Pipeline: pc, Firewall: fc, BatchWindow: cfg.OVSAgent.BatchWindow,
 		ReportInterval: 0, // neutron.Reporter sends the reports
-		CanaryInterval: cfg.Agent.ReportInterval,
+		// The reference checks the canary in every rpc_loop iteration
+		// (polling_interval). ovs-vswitchd can wipe a bridge's flows without
+		// dropping our OpenFlow connection (ovs-ctl restart: flow-restore-wait
+		// cleared, then the Controller row applied → ofproto_flush_flows), so
+		// only this check notices; report_interval (30 s) meant 30 s outages.
+		CanaryInterval: cfg.Agent.PollingInterval,
 	}
 	if cfg.TunnelingEnabled() {
 		opt.LocalIP = cfg.OVS.LocalIP
