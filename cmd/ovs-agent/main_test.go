@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ovsagent/ovsagent/internal/config"
 )
@@ -69,5 +70,17 @@ func TestLogger(t *testing.T) {
 	data, _ := os.ReadFile(logf)
 	if !strings.Contains(string(old), `"level":"DEBUG","msg":"hello","k":1`) || !strings.Contains(string(data), "after rotation") || strings.Contains(string(data), "hello") {
 		t.Fatalf("log: %s / rotated: %s", data, old)
+	}
+}
+
+// The canary is checked every polling_interval as the reference's
+// rpc_loop does: a flow wipe without an OpenFlow reconnect is found within
+// seconds, not report_interval's 30 s.
+func TestAgentOptionsCanaryInterval(t *testing.T) {
+	cfg := config.Defaults()
+	cfg.Agent.PollingInterval = 2 * time.Second
+	cfg.Agent.ReportInterval = 30 * time.Second
+	if got := agentOptions(cfg).CanaryInterval; got != 2*time.Second {
+		t.Fatalf("CanaryInterval = %s, want polling_interval (2s)", got)
 	}
 }
