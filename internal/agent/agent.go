@@ -115,8 +115,8 @@ type Agent struct {
 	ports       map[string]*portRec
 	netPorts    map[pipeline.NetKey]map[string]bool
 	fdb         map[string]map[netip.Addr]*pipeline.RemoteFDB // l2pop, by network id
-	endpoints   map[netip.Addr]string                         // tunnel_sync / tunnel_update endpoints (no l2pop): ip → type
-	tunnels     map[netip.Addr]TunnelPort                     // tunnel ports on br-tun
+	endpoints   map[pipeline.TunnelKey]bool                   // tunnel_sync / tunnel_update endpoints (no l2pop): (ip, type)
+	tunnels     map[pipeline.TunnelKey]TunnelPort             // tunnel ports on br-tun, one per remote IP and type
 	installed   map[string]map[string][]openflow.Flow         // bridge → owner → flows applied
 	dirtyOwner  map[string]bool
 
@@ -172,8 +172,8 @@ func New(opt Options, d Deps) *Agent {
 		fwPorts:     map[string]firewall.Port{},
 		netPorts:    map[pipeline.NetKey]map[string]bool{},
 		fdb:         map[string]map[netip.Addr]*pipeline.RemoteFDB{},
-		endpoints:   map[netip.Addr]string{},
-		tunnels:     map[netip.Addr]TunnelPort{},
+		endpoints:   map[pipeline.TunnelKey]bool{},
+		tunnels:     map[pipeline.TunnelKey]TunnelPort{},
 		installed:   map[string]map[string][]openflow.Flow{},
 		dirtyOwner:  map[string]bool{},
 		tunnelSync:  map[string]*retry{},

@@ -655,3 +655,58 @@ func TestTunnelPortsKeptWhileTunnelSyncFails(t *testing.T) {
 		t.Errorf("tunnel port lost while tunnel_sync failed: %v", sw.tunnelNames())
 	}
 }
+
+// A VXLAN and a GRE network with ports on the same remote host: neutron's
+// vxlan-X and gre-X side by side, each network's flows on its own port, and
+// each removed with the last entry of its type.
+func TestL2popTunnelsOfTwoTypesToOneHost(t *testing.T) {
+	sw, fl, srv := newFakeSwitch(true), newFakeFlows(), newFakeServer()
+	srv.addPort("p1", "net-a", "vxlan", 100, "fa:16:3e:00:00:01")
+	srv.addPort("p2", "net-g", "gre", 200, "fa:16:3e:00:00:02")
+	opt := testOpts(true)
+	opt.TunnelTypes = []string{"vxlan", "gre"}
+	opt.Pipeline.TunnelTypes = []pipeline.NetworkType{pipeline.TypeVXLAN, pipeline.TypeGRE}
+	h := start(t, sw, fl, srv, opt)
+	sw.snapshot()
+	sw.plug("p1", "tap1", "fa:16:3e:00:00:01")
+	sw.plug("p2", "tap2", "fa:16:3e:00:00:02")
+	h.waitFor("ports ACTIVE", func() bool { return srv.status("p1") == "ACTIVE" && srv.status("p2") == "ACTIVE" })
+	vx := FDBEntries{"net-a": {SegmentID: intp(100), NetworkType: "vxlan",
+		Ports: map[string][][2]string{"192.0.2.2": {{floodMAC, "0.0.0.0"}, {"fa:16:3e:00:00:98", "10.0.0.98"}}}}}
+	gre := FDBEntries{"net-g": {SegmentID: intp(200), NetworkType: "gre",
+		Ports: map[string][][2]string{"192.0.2.2": {{floodMAC, "0.0.0.0"}, {"fa:16:3e:00:00:99", "10.0.1.99"}}}}}
+	h.a.Notify(FDBAdd{Entries: vx})
+	h.a.Notify(FDBAdd{Entries: gre})
+	h.waitFor("both tunnel ports and both networks' unicast flows", func() bool {
+		return strings.Join(sw.tunnelNames(), ",") == "gre-c0000202,vxlan-c0000202" &&
+			fl.has("br-tun", "dl_dst=fa:16:3e:00:00:98") && fl.has("br-tun", "dl_dst=fa:16:3e:00:00:99")
+	})
+	h.waitFor("in sync", h.inSync)
+	if got := strings.Join(sw.tunnelNames(), ","); got != "gre-c0000202,vxlan-c0000202" {
+		t.Errorf("tunnel ports after sync = %s", got)
+	}
+	h.a.Notify(FDBRemove{Entries: gre})
+	h.waitFor("gre port gone, vxlan kept", func() bool {
+		return strings.Join(sw.tunnelNames(), ",") == "vxlan-c0000202" && !fl.has("br-tun", "dl_dst=fa:16:3e:00:00:99")
+	})
+	if !fl.has("br-tun", "dl_dst=fa:16:3e:00:00:98") {
+		t.Errorf("vxlan unicast flow lost with the gre entry")
+	}
+}
+
+// Without l2pop, tunnel_sync of each type names the same hosts: one port per
+// host and type (the reference creates vxlan-X, gre-X for every endpoint).
+func TestTunnelSyncOfTwoTypesWithoutL2pop(t *testing.T) {
+	sw, fl, srv := newFakeSwitch(true), newFakeFlows(), newFakeServer()
+	srv.endpoints = []TunnelEndpoint{{IP: "192.0.2.5", Host: "hv5"}}
+	opt := testOpts(false)
+	opt.TunnelTypes = []string{"vxlan", "gre"}
+	opt.Pipeline.TunnelTypes = []pipeline.NetworkType{pipeline.TypeVXLAN, pipeline.TypeGRE}
+	h := start(t, sw, fl, srv, opt)
+	sw.snapshot()
+	h.waitFor("vxlan and gre ports to hv5", func() bool {
+		return strings.Join(sw.tunnelNames(), ",") == "gre-c0000205,vxlan-c0000205"
+	})
+	h.a.Notify(TunnelDelete{IP: "192.0.2.5", Type: "gre"})
+	h.waitFor("gre port gone", func() bool { return strings.Join(sw.tunnelNames(), ",") == "vxlan-c0000205" })
+}

@@ -156,8 +156,9 @@ func (a *Agent) adoptTunnels(ctx context.Context) {
 		if err != nil || tp.OFPort <= 0 {
 			continue
 		}
-		a.tunnels[ip] = tp
-		a.ps.Tunnels[ip] = &pipeline.Tunnel{RemoteIP: ip, Type: pipeline.NetworkType(tp.Type), Ofport: uint32(tp.OFPort)}
+		t := &pipeline.Tunnel{RemoteIP: ip, Type: pipeline.NetworkType(tp.Type), Ofport: uint32(tp.OFPort)}
+		a.tunnels[t.Key()] = tp
+		a.ps.Tunnels[t.Key()] = t
 		a.dirtyTunnel(ip, tp.Type)
 	}
 }

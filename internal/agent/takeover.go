@@ -122,8 +122,9 @@ func PlanTakeover(opt Options, in TakeoverInputs) *TakeoverPlan {
 		if err != nil || tp.OFPort <= 0 {
 			continue
 		}
-		a.tunnels[ip] = tp
-		a.ps.Tunnels[ip] = &pipeline.Tunnel{RemoteIP: ip, Type: pipeline.NetworkType(tp.Type), Ofport: uint32(tp.OFPort)}
+		t := &pipeline.Tunnel{RemoteIP: ip, Type: pipeline.NetworkType(tp.Type), Ofport: uint32(tp.OFPort)}
+		a.tunnels[t.Key()] = tp
+		a.ps.Tunnels[t.Key()] = t
 	}
 	vifs := append([]VIF(nil), in.VIFs...)
 	sort.Slice(vifs, func(i, j int) bool { return vifs[i].Name < vifs[j].Name })

@@ -162,7 +162,7 @@ func (a *Agent) tunnelUpdate(e TunnelUpdate) {
 	if a.opt.L2Population || !a.tunnelTypeOK(e.Type) || a.ownIP(ip) {
 		return
 	}
-	a.endpoints[ip] = e.Type
+	a.endpoints[pipeline.TunnelKey{IP: ip, Type: pipeline.NetworkType(e.Type)}] = true
 }
 
 func (a *Agent) tunnelDelete(e TunnelDelete) {
@@ -171,7 +171,15 @@ func (a *Agent) tunnelDelete(e TunnelDelete) {
 		a.d.Metrics.IncMalformed("q-agent-notifier-tunnel-delete", "bad-ip")
 		return
 	}
-	delete(a.endpoints, ip)
+	if e.Type == "" { // an old server names no type: every type to that IP
+		for k := range a.endpoints {
+			if k.IP == ip {
+				delete(a.endpoints, k)
+			}
+		}
+		return
+	}
+	delete(a.endpoints, pipeline.TunnelKey{IP: ip, Type: pipeline.NetworkType(e.Type)})
 }
 
 // reconcileTunnels makes the tunnel ports on br-tun those the state needs:
@@ -181,23 +189,25 @@ func (a *Agent) reconcileTunnels(ctx context.Context) {
 	if a.layout.Tunnel == "" {
 		return
 	}
-	want := map[netip.Addr]string{}
+	// one port per remote IP and type, as neutron names them (vxlan-X, gre-X)
+	want := map[pipeline.TunnelKey]bool{}
 	if a.opt.L2Population {
 		for k, n := range a.ps.Networks {
 			if !n.Type.IsTunnel() {
 				continue
 			}
 			for ip := range a.fdb[k.NetworkID] {
-				want[ip] = string(n.Type)
+				want[pipeline.TunnelKey{IP: ip, Type: n.Type}] = true
 			}
 		}
 	} else {
-		for ip, typ := range a.endpoints {
-			want[ip] = typ
+		for k := range a.endpoints {
+			want[k] = true
 		}
 	}
-	for ip, typ := range want {
-		if tp, ok := a.tunnels[ip]; ok && tp.Type == typ {
+	for key := range want {
+		ip, typ := key.IP, string(key.Type)
+		if _, ok := a.tunnels[key]; ok {
 			continue
 		}
 		tp, err := a.d.Switch.EnsureTunnelPort(ctx, TunnelPort{Type: typ, RemoteIP: ip.String(), LocalIP: a.opt.LocalIP})
@@ -208,12 +218,12 @@ func (a *Agent) reconcileTunnels(ctx context.Context) {
 			a.dirtyOwner[pipeline.OwnerTunnel(ip)] = true
 			continue
 		}
-		a.tunnels[ip] = tp
-		a.ps.Tunnels[ip] = &pipeline.Tunnel{RemoteIP: ip, Type: pipeline.NetworkType(typ), Ofport: uint32(tp.OFPort)}
+		a.tunnels[key] = tp
+		a.ps.Tunnels[key] = &pipeline.Tunnel{RemoteIP: ip, Type: key.Type, Ofport: uint32(tp.OFPort)}
 		a.dirtyTunnel(ip, typ)
 	}
-	for ip, tp := range a.tunnels {
-		if _, ok := want[ip]; ok {
+	for key, tp := range a.tunnels {
+		if want[key] {
 			continue
 		}
 		if !a.swept {
@@ -223,8 +233,8 @@ func (a *Agent) reconcileTunnels(ctx context.Context) {
 			a.log.Warn("agent: deleting tunnel port failed", "port", tp.Name, "err", err)
 			continue
 		}
-		delete(a.tunnels, ip)
-		delete(a.ps.Tunnels, ip)
-		a.dirtyTunnel(ip, tp.Type)
+		delete(a.tunnels, key)
+		delete(a.ps.Tunnels, key)
+		a.dirtyTunnel(key.IP, tp.Type)
 	}
 }

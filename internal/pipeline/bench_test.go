@@ -20,7 +20,7 @@ func benchState(nPorts int, cfg Config) *State {
 	for i := 0; i < 50; i++ {
 		ip := netip.AddrFrom4([4]byte{10, 0, 1, byte(i + 1)})
 		tunIPs = append(tunIPs, ip)
-		s.Tunnels[ip] = &Tunnel{RemoteIP: ip, Type: TypeVXLAN, Ofport: uint32(100 + i)}
+		s.Tunnels[TunnelKey{ip, TypeVXLAN}] = &Tunnel{RemoteIP: ip, Type: TypeVXLAN, Ofport: uint32(100 + i)}
 	}
 	var keys []NetKey
 	for i := 0; i < 100; i++ {

@@ -107,7 +107,7 @@ func floodPorts(s *State, n *Network) []uint32 {
 			if !r.Flood {
 				continue
 			}
-			if t := s.Tunnels[ip]; t != nil && t.Type == n.Type && t.Ofport != 0 {
+			if t := s.Tunnels[TunnelKey{ip, n.Type}]; t != nil && t.Ofport != 0 {
 				ports = append(ports, t.Ofport)
 			}
 		}
@@ -153,8 +153,8 @@ func l2popFlows(s *State, n *Network) []of.Flow {
 	arp := map[netip.Addr]of.Flow{}
 	arpOn := s.Config.ARPResponderEnabled()
 	for _, ip := range ips {
-		t := s.Tunnels[ip]
-		if t == nil || t.Type != n.Type || t.Ofport == 0 {
+		t := s.Tunnels[TunnelKey{ip, n.Type}]
+		if t == nil || t.Ofport == 0 {
 			continue // no tunnel port (yet): the reference skips the entries too
 		}
 		for _, e := range n.FDB[ip].Entries {

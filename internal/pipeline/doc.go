@@ -32,7 +32,7 @@
 //	                       l2pop unicast and ARP responder flows
 //	"port:<port-id>"       one VIF: dead drop, firewall entry (table 60), anti-spoofing
 //	                       (24/25/0, noop firewall), egress direct (60/61/62)
-//	"tun:<remote-ip>"      one tunnel port: table 0 in_port=T -> 3/4/6
+//	"tun:<remote-ip>"      the tunnel ports to one remote IP (one per type): table 0 in_port=T -> 3/4/6
 //
 // The firewall package uses "fw:"-prefixed owners on br-int, so the two sets
 // never collide; table 60 is the pipeline's, tables 71-94 the firewall's.

@@ -123,7 +123,7 @@ func rtState(cfg Config) *State {
 	// an admin-down port, a port without port security, one with AAPs.
 	for i, tt := range []NetworkType{TypeGRE, TypeGeneve} {
 		ip := netip.AddrFrom4([4]byte{10, 0, 2, byte(i + 1)})
-		s.Tunnels[ip] = &Tunnel{RemoteIP: ip, Type: tt, Ofport: uint32(200 + i)}
+		s.Tunnels[TunnelKey{ip, tt}] = &Tunnel{RemoteIP: ip, Type: tt, Ofport: uint32(200 + i)}
 		k := Seg("tt-"+string(tt), uint32(5000+i))
 		s.Networks[k] = &Network{Key: k, Type: tt, LocalVLAN: uint16(300 + i), FDB: map[netip.Addr]*RemoteFDB{
 			ip: {Flood: true, Entries: []FDBEntry{{MAC: mac("fa:16:3e:99:00:0" + string(rune('1'+i))), IP: netip.AddrFrom4([4]byte{172, 16, byte(i), 5})}}},

@@ -18,7 +18,7 @@ import (
 //	"physnet:<physnet>"    the patch pair of one bridge_mappings entry (drops, direct goto)
 //	"net:<net-id>/<seg>"   one local VLAN mapping; seg is the segmentation id or "None"
 //	"port:<port-id>"       one VIF on br-int
-//	"tun:<remote-ip>"      one tunnel port on br-tun
+//	"tun:<remote-ip>"      the tunnel ports to one remote IP on br-tun (one per type)
 //
 // What dirties what (for the agent): a port change dirties its port owner; a
 // port that appears in or leaves a network also dirties nothing else (network
@@ -68,8 +68,12 @@ func Owners(s *State) []string {
 	for id := range s.Ports {
 		out = append(out, OwnerPort(id))
 	}
-	for ip := range s.Tunnels {
-		out = append(out, OwnerTunnel(ip))
+	ips := map[netip.Addr]bool{}
+	for k := range s.Tunnels {
+		if !ips[k.IP] {
+			ips[k.IP] = true
+			out = append(out, OwnerTunnel(k.IP))
+		}
 	}
 	sort.Strings(out[1:])
 	return out
@@ -184,8 +188,11 @@ func FlowsFor(s *State, owner string) (BridgeFlows, error) {
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: owner %q: %w", owner, err)
 		}
-		if t := s.Tunnels[ip]; t != nil {
-			tunnelFlows(s, t, out)
+		// one owner per remote IP: the ports of every type to it
+		for _, typ := range []NetworkType{TypeVXLAN, TypeGRE, TypeGeneve} {
+			if t := s.Tunnels[TunnelKey{ip, typ}]; t != nil {
+				tunnelFlows(s, t, out)
+			}
 		}
 	default:
 		return nil, fmt.Errorf("pipeline: unknown owner %q", owner)

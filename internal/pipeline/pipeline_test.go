@@ -75,7 +75,7 @@ func tunState(cfg Config) (*State, NetKey) {
 		{netip.MustParseAddr("10.0.0.4"), TypeGRE, 9},
 	} {
 		tn := tn
-		s.Tunnels[tn.RemoteIP] = &tn
+		s.Tunnels[tn.Key()] = &tn
 	}
 	return s, k
 }
@@ -476,7 +476,7 @@ func TestSharedAAPMAC(t *testing.T) {
 func TestIPv6TunnelOwner(t *testing.T) {
 	s, k := tunState(Config{TunnelTypes: []NetworkType{TypeVXLAN}})
 	ip := netip.MustParseAddr("fd00::2")
-	s.Tunnels[ip] = &Tunnel{RemoteIP: ip, Type: TypeVXLAN, Ofport: 11}
+	s.Tunnels[TunnelKey{ip, TypeVXLAN}] = &Tunnel{RemoteIP: ip, Type: TypeVXLAN, Ofport: 11}
 	eqLines(t, "v6 tunnel", ownerFlows(t, s, OwnerTunnel(ip), "br-tun"),
 		wantLines("priority=1,in_port=11 actions=goto_table:4"))
 	eqLines(t, "flood includes v6 tunnel", ownerFlows(t, s, OwnerNetwork(k), "br-tun"), wantLines(
@@ -509,4 +509,41 @@ func FuzzOwner(f *testing.F) {
 		_, _ = FlowsFor(s, owner)
 		_ = Dependents(s, owner)
 	})
+}
+
+// Two tunnel ports to one remote IP (neutron's vxlan-0a000002 and
+// gre-0a000002): each network floods to the port of its own type, and the
+// remote IP's owner has the table-0 flow of both.
+func TestTunnelsOfTwoTypesToOneHost(t *testing.T) {
+	s, vx := tunState(Config{L2Population: true, TunnelTypes: []NetworkType{TypeVXLAN, TypeGRE}})
+	ip := netip.MustParseAddr("10.0.0.2")
+	s.Tunnels[TunnelKey{ip, TypeGRE}] = &Tunnel{RemoteIP: ip, Type: TypeGRE, Ofport: 11}
+	gk := Seg("net-g", 200)
+	s.Networks[gk] = &Network{Key: gk, Type: TypeGRE, LocalVLAN: 2, FDB: map[netip.Addr]*RemoteFDB{ip: {Flood: true}}}
+	s.Networks[vx].FDB[ip] = &RemoteFDB{Flood: true}
+	flood := func(k NetKey) string {
+		for _, l := range ownerFlows(t, s, OwnerNetwork(k), "br-tun") {
+			if strings.Contains(l, "table=22") {
+				return l
+			}
+		}
+		return ""
+	}
+	if l := flood(vx); !strings.Contains(l, "output:5") || strings.Contains(l, "output:11") {
+		t.Errorf("vxlan flood flow: %q, want output:5 only", l)
+	}
+	if l := flood(gk); !strings.Contains(l, "output:11") || strings.Contains(l, "output:5") {
+		t.Errorf("gre flood flow: %q, want output:11 only", l)
+	}
+	eqLines(t, "tun owner", ownerFlows(t, s, OwnerTunnel(ip), "br-tun"),
+		wantLines("priority=1,in_port=5 actions=goto_table:4", "priority=1,in_port=11 actions=goto_table:3"))
+	n := 0
+	for _, o := range Owners(s) {
+		if o == OwnerTunnel(ip) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("owner %s listed %d times", OwnerTunnel(ip), n)
+	}
 }

@@ -194,6 +194,16 @@ type Tunnel struct {
 	Ofport   uint32
 }
 
+// TunnelKey names a tunnel port: neutron has one per remote IP and type
+// (vxlan-0a000002 and gre-0a000002 side by side).
+type TunnelKey struct {
+	IP   netip.Addr
+	Type NetworkType
+}
+
+// Key is the tunnel's key in State.Tunnels.
+func (t *Tunnel) Key() TunnelKey { return TunnelKey{IP: t.RemoteIP, Type: t.Type} }
+
 // State is everything the pipeline reads. The agent owns it and mutates it
 // from its single loop; pipeline functions only read it.
 type State struct {
@@ -203,8 +213,8 @@ type State struct {
 	Phys   map[string]*PhysBridge // by physical network name
 
 	Networks map[NetKey]*Network
-	Ports    map[string]*Port       // by Neutron port id
-	Tunnels  map[netip.Addr]*Tunnel // by remote IP
+	Ports    map[string]*Port      // by Neutron port id
+	Tunnels  map[TunnelKey]*Tunnel // by remote IP and type
 }
 
 // NewState returns an empty state with the usual bridge names.
@@ -215,7 +225,7 @@ func NewState(cfg Config) *State {
 		Phys:     map[string]*PhysBridge{},
 		Networks: map[NetKey]*Network{},
 		Ports:    map[string]*Port{},
-		Tunnels:  map[netip.Addr]*Tunnel{},
+		Tunnels:  map[TunnelKey]*Tunnel{},
 	}
 }
 
