@@ -68,13 +68,15 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	rpc := neutron.Oslo{T: tr}
 	client := neutron.NewClient(rpc, cfg.Default.Host)
 	client.DeviceListStep = cfg.DeviceListChunk()
+	var srv *agent.NeutronServer
 	cache := neutron.NewCache(neutron.CacheOptions{OnEvent: func(ev neutron.Event) {
 		if ag := a.Load(); ag != nil {
 			agent.NotifyFromCache(ag, cfg.Default.Host, ev)
+			srv.WarmFromEvent(ctx, ev)
 		}
 	}})
 	cache.SetPuller(client)
-	srv := &agent.NeutronServer{Client: client, Cache: cache, Host: cfg.Default.Host}
+	srv = &agent.NeutronServer{Client: client, Cache: cache, Host: cfg.Default.Host}
 
 	// Bridges, then one OpenFlow connection per bridge.
 	layout, err := setupBridgesRetrying(ctx, sw, log)

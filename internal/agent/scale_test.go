@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,8 +141,9 @@ func heapMiB() float64 {
 	return float64(ms.HeapAlloc) / (1 << 20)
 }
 
-func profileCPU(tb testing.TB) func() {
-	path := os.Getenv("OVSAGENT_CPUPROFILE")
+func profileCPU(tb testing.TB) func() { return profileCPUTo(tb, os.Getenv("OVSAGENT_CPUPROFILE")) }
+
+func profileCPUTo(tb testing.TB, path string) func() {
 	if path == "" {
 		return func() {}
 	}
@@ -262,6 +264,48 @@ func TestScaleRealOVSRestart(t *testing.T) {
 	stopCPU()
 	t.Logf("%d ports on a private OVS: wired in %v; restart → in sync %v; update_device_list calls after restart %d",
 		n, wire.Round(time.Millisecond), restart.Round(time.Millisecond), srv.calls()-calls)
+
+	// Single ports on the loaded agent, one after the other: the agent's
+	// share (OVSDB event → update_device_list sent), from its own metric.
+	const singles = 10
+	stopCPU = profileCPUTo(t, os.Getenv("OVSAGENT_CPUPROFILE_SINGLES"))
+	defer stopCPU()
+	for i := n; i < n+singles; i++ {
+		id := fmt.Sprintf("port-%05d", i)
+		srv.addPort(id, "net-a", "vxlan", 100, scaleMAC(i))
+		srv.update(id, func(d *Device) {
+			d.SecurityGroups = []string{"default"}
+			d.FixedIPs = []FixedIP{{SubnetID: "s", IP: fmt.Sprintf("10.77.%d.%d", i/250, i%250+2)}}
+		})
+		name := "sc" + id[5:]
+		if out, err := o.Vsctl("add-port", "br-int", name, "--", "set", "Interface", name, "type=internal",
+			"external_ids:iface-id="+id, "external_ids:attached-mac="+scaleMAC(i), "external_ids:iface-status=active"); err != nil {
+			t.Fatalf("add-port: %v: %s", err, out)
+		}
+		deadline = time.After(30 * time.Second)
+		for srv.status(id) != "ACTIVE" {
+			select {
+			case <-h2.batches:
+			case <-time.After(20 * time.Millisecond):
+			case <-deadline:
+				t.Fatalf("%s not ACTIVE", id)
+			}
+		}
+	}
+	var sum float64
+	var cnt int
+	for _, l := range strings.Split(scrape(t, h2.m), "\n") {
+		if v, ok := strings.CutPrefix(l, "ovsagent_agent_batch_seconds_sum "); ok {
+			sum, _ = strconv.ParseFloat(v, 64)
+		}
+		if v, ok := strings.CutPrefix(l, "ovsagent_agent_batch_seconds_count "); ok {
+			cnt, _ = strconv.Atoi(v)
+		}
+	}
+	if cnt > 0 {
+		t.Logf("%d single ports after the restart: agent share (ovsagent_agent_batch_seconds) mean %.1f ms over %d ports",
+			singles, sum/float64(cnt)*1000, cnt)
+	}
 }
 
 func allActive(s *fakeServer) bool {
