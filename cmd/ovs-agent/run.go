@@ -96,6 +96,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	ag := agent.New(opt, agent.Deps{
 		Switch: sw, Flows: of, Plugin: srv, Cache: srv, Metrics: m, Log: log,
 		OnOVSRestart: reporter.ForceStartFlag,
+		Conntrack:    conntrackFor(cfg, oc.RunDir()),
 	})
 	a.Store(ag)
 	oc.OnReconnect(func() { ag.Notify(agent.Resync{Reason: "ovsdb-reconnect"}) })
@@ -355,4 +356,14 @@ func explain(ctx context.Context, cfg *config.Config, log *slog.Logger, portID s
 		}
 	}
 	return agent.ExplainOffline(opt, l, vif, dev, groups, members).Write(w)
+}
+
+// conntrackFor is the conntrack cleanup of the OVS firewall: ovs-vswitchd's
+// own conntrack, through ovs-appctl at this OVS's run directory.
+func conntrackFor(cfg *config.Config, runDir string) agent.Conntrack {
+	sg := cfg.SecurityGroup
+	if !sg.EnableSecurityGroup || sg.FirewallDriver != pipeline.FirewallOpenvSwitch || runDir == "" {
+		return nil
+	}
+	return agent.AppctlConntrack{RunDir: runDir}
 }

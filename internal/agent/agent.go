@@ -80,6 +80,9 @@ type Deps struct {
 	// OnOVSRestart, when set, runs on the loop after ovs-vswitchd restarted
 	// (the state reporter re-adds start_flag then, like the reference).
 	OnOVSRestart func()
+	// Conntrack, when set, deletes the conntrack entries the firewall marked
+	// invalid (ct_mark=1) in the zones a firewall change touched.
+	Conntrack Conntrack
 }
 
 // Agent is the L2 agent: its state and the single loop that owns it. All
@@ -143,6 +146,7 @@ type Agent struct {
 	devices       atomic.Int64
 	syncFlag      atomic.Bool
 	lastBatchSent time.Time
+	ct            *conntrackCleaner // nil without Deps.Conntrack
 }
 
 type retry struct {
@@ -183,6 +187,9 @@ func New(opt Options, d Deps) *Agent {
 		refreshOut:  map[string]bool{},
 	}
 	a.reportStart.Store(true)
+	if d.Conntrack != nil {
+		a.ct = &conntrackCleaner{ct: d.Conntrack, in: make(chan []uint16, 1024), log: a.log, mark: 1}
+	}
 	return a
 }
 
@@ -221,6 +228,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.d.Reporter != nil && a.opt.ReportInterval > 0 {
 		wg.Add(1)
 		go func() { defer wg.Done(); a.reportLoop(ctx) }()
+	}
+	if a.ct != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); a.ct.run(ctx) }()
 	}
 	defer wg.Wait()
 	defer a.wg.Wait() // update_device_list calls end with ctx

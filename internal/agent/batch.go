@@ -643,6 +643,9 @@ func (a *Agent) applyFlows(ctx context.Context) bool {
 			}
 		}
 		a.d.Metrics.SetFlows(br, tableCounts(a.installed[br]))
+		if br == a.layout.Integration {
+			a.ct.request(a.conntrackZones(set))
+		}
 	}
 	if failed {
 		a.flowFails++
