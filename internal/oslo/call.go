@@ -165,7 +165,7 @@ func (t *Transport) call(parent context.Context, tgt Target, method string, args
 	}()
 	msg := basePublishing(body)
 	msg.Expiration = strconv.FormatInt(timeout.Milliseconds(), 10)
-	if err := t.publish(ctx, t.controlExchange(), routingKey(tgt), msg); err != nil {
+	if err := t.publishCall(ctx, routingKey(tgt), msg); err != nil {
 		return nil, t.callErr(parent, ctx, err, tgt, method, msgID, timeout)
 	}
 	select {
@@ -178,6 +178,34 @@ func (t *Transport) call(parent context.Context, tgt Target, method string, args
 		return nil, t.callErr(parent, ctx, ctx.Err(), tgt, method, msgID, timeout)
 	case <-t.ctx.Done():
 		return nil, ErrClosed
+	}
+}
+
+// publishCall publishes a call with mandatory set. When no queue is bound for its key —
+// no server consumes the topic, e.g. neutron-server still reconnecting after a broker
+// restart — the broker returns it and it is published again every 500 ms within the
+// call's deadline, instead of vanishing and costing the caller a whole timeout.
+func (t *Transport) publishCall(ctx context.Context, key string, msg amqp.Publishing) error {
+	ex := t.controlExchange()
+	for attempt := 0; ; attempt++ {
+		sess, err := t.session(ctx)
+		if err != nil {
+			return err
+		}
+		err = sess.publishMandatory(ctx, ex, key, msg)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, errNoRoute) {
+			// The usual path declares the exchange and retries on a new connection.
+			return t.publish(ctx, ex, key, msg)
+		}
+		if attempt == 0 {
+			t.log.Info("oslo: no server consumes the topic yet; publishing again until the call's deadline", "key", key)
+		}
+		if !sleepCtx(ctx, 500*time.Millisecond) {
+			return ctx.Err()
+		}
 	}
 }
 

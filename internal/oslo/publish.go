@@ -116,11 +116,17 @@ func (s *session) publish(ctx context.Context, ex exchangeSpec, key string, msg 
 	return s.pubCh.PublishWithContext(ctx, ex.name, key, false, false, msg)
 }
 
-var errNoRoute = errors.New("oslo: reply queue does not exist")
+var errNoRoute = errors.New("oslo: no queue bound for the message")
 
 // publishReply sends a reply to the default exchange with mandatory set, so a reply to a
 // queue that is gone comes back (basic.return) instead of vanishing.
 func (s *session) publishReply(ctx context.Context, queue string, body []byte) error {
+	return s.publishMandatory(ctx, exchangeSpec{}, queue, basePublishing(body))
+}
+
+// publishMandatory publishes with mandatory set on the confirm channel and waits for the
+// broker's ack: errNoRoute when no queue is bound for key (basic.return).
+func (s *session) publishMandatory(ctx context.Context, ex exchangeSpec, key string, msg amqp.Publishing) error {
 	s.repMu.Lock()
 	defer s.repMu.Unlock()
 	if s.repCh == nil || s.repCh.IsClosed() {
@@ -133,6 +139,15 @@ func (s *session) publishReply(ctx context.Context, queue string, body []byte) e
 		}
 		s.returns = ch.NotifyReturn(make(chan amqp.Return, 16))
 		s.repCh = ch
+		s.repDeclared = make(map[string]bool)
+	}
+	if ex.name != "" && !s.repDeclared[ex.name] {
+		// Passive: whoever publishes the usual way declares it with the right flags. A
+		// missing exchange closes this channel; the next call opens a new one.
+		if err := s.repCh.ExchangeDeclarePassive(ex.name, ex.kind, ex.durable, ex.autoDelete, false, false, nil); err != nil {
+			return fmt.Errorf("exchange %s: %w", ex.name, err)
+		}
+		s.repDeclared[ex.name] = true
 	}
 	for drained := false; !drained; {
 		select {
@@ -141,7 +156,7 @@ func (s *session) publishReply(ctx context.Context, queue string, body []byte) e
 			drained = true
 		}
 	}
-	dc, err := s.repCh.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, basePublishing(body))
+	dc, err := s.repCh.PublishWithDeferredConfirmWithContext(ctx, ex.name, key, true, false, msg)
 	if err != nil {
 		return err
 	}
@@ -152,13 +167,13 @@ func (s *session) publishReply(ctx context.Context, queue string, body []byte) e
 	// The broker sends basic.return before the ack and amqp091 hands it over first.
 	select {
 	case r := <-s.returns:
-		if r.RoutingKey == queue {
+		if r.Exchange == ex.name && r.RoutingKey == key {
 			return errNoRoute
 		}
 	default:
 	}
 	if !ok {
-		return errors.New("oslo: reply nacked by broker")
+		return errors.New("oslo: message nacked by broker")
 	}
 	return nil
 }

@@ -615,3 +615,36 @@ func TestDurableControlExchangeAccepted(t *testing.T) {
 	}
 	recvT(t, casts, "cast through a durable exchange")
 }
+
+// A call published while no server consumes its topic (neutron-server still reconnecting
+// after a broker restart) is returned by the broker and published again: it is answered
+// once the server is there, not lost until the timeout.
+func TestCallBeforeServerConsumes(t *testing.T) {
+	ex, topic, other := uniq("ovsagent-test"), uniq("t-late"), uniq("t-other")
+	cleanupTopic(t, ex, topic, "srv")
+	cleanupTopic(t, ex, other, "srv")
+	srv := newTransport(t, ex, "srv")
+	cli := newTransport(t, ex, "cli")
+	casts := make(chan *Request, 4)
+	// the control exchange exists (declared by a consumer), no queue is bound for topic yet
+	if err := srv.Serve(other, echoEndpoint("srv", casts)); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		if err := srv.Serve(topic, echoEndpoint("srv", casts)); err != nil {
+			t.Error(err)
+		}
+	}()
+	start := time.Now()
+	_, err := cli.Call(context.Background(), Target{Topic: topic, Version: "1.0"}, "echo", map[string]any{"x": 1}, WithTimeout(20*time.Second))
+	if err != nil {
+		t.Fatalf("call: %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("answered after %s: the first publication was lost", d)
+	}
+	if n := cli.logs.count("oslo: no server consumes the topic yet; publishing again until the call's deadline"); n != 1 {
+		t.Fatalf("unroutable call logged %d times, want 1", n)
+	}
+}

@@ -158,9 +158,10 @@ type session struct {
 	pubCh    *amqp.Channel
 	declared map[string]bool
 
-	repMu   sync.Mutex
-	repCh   *amqp.Channel
-	returns chan amqp.Return
+	repMu       sync.Mutex
+	repCh       *amqp.Channel
+	returns     chan amqp.Return
+	repDeclared map[string]bool
 
 	replyMu       sync.Mutex
 	replyConsumer bool
