@@ -123,8 +123,10 @@ type Agent struct {
 	installed   map[string]map[string][]openflow.Flow         // bridge → owner → flows applied
 	dirtyOwner  map[string]bool
 
-	started       bool // first snapshot processed
-	swept         bool // stale flows of earlier rounds removed
+	started       bool            // first snapshot processed
+	swept         bool            // stale flows of earlier rounds removed (every bridge)
+	sweptBr       map[string]bool // … on this bridge
+	tunnelPeers   map[string]int  // tunnel type → endpoints but ours in tunnel_sync's reply
 	bridgesOK     bool
 	bridgeRetryAt time.Time
 	bridgeFails   int
@@ -185,6 +187,8 @@ func New(opt Options, d Deps) *Agent {
 		fdbSeen:     map[string]time.Time{},
 		refreshNets: map[string]bool{},
 		refreshOut:  map[string]bool{},
+		sweptBr:     map[string]bool{},
+		tunnelPeers: map[string]int{},
 	}
 	a.reportStart.Store(true)
 	if d.Conntrack != nil {

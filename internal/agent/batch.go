@@ -211,6 +211,13 @@ func (a *Agent) doTunnelSync(ctx context.Context) {
 			continue
 		}
 		delete(a.tunnelSync, typ)
+		peers := 0
+		for _, ep := range eps {
+			if ip, err := netip.ParseAddr(ep.IP); err == nil && !a.ownIP(ip) {
+				peers++
+			}
+		}
+		a.tunnelPeers[typ] = peers
 		if a.opt.L2Population {
 			continue // l2pop creates tunnels on demand
 		}
@@ -573,8 +580,15 @@ func (a *Agent) writePorts(ctx context.Context, settings []PortSetting) {
 // bundle per bridge. The stale flows of earlier rounds go in the same
 // bundle once the dataplane is complete.
 func (a *Agent) applyFlows(ctx context.Context) bool {
-	sweep := !a.swept && a.dataplaneComplete()
-	if len(a.dirtyOwner) == 0 && !sweep {
+	sweeps := map[string]bool{}
+	if !a.swept {
+		for _, br := range a.layout.Bridges() {
+			if a.sweepReady(br) {
+				sweeps[br] = true
+			}
+		}
+	}
+	if len(a.dirtyOwner) == 0 && len(sweeps) == 0 {
 		return true
 	}
 	if a.flowRetryAt.After(a.now()) {
@@ -624,6 +638,7 @@ func (a *Agent) applyFlows(ctx context.Context) bool {
 	failed := false
 	for _, br := range a.layout.Bridges() {
 		set := changes[br]
+		sweep := sweeps[br]
 		if len(set) == 0 && !sweep {
 			continue
 		}
@@ -635,13 +650,14 @@ func (a *Agent) applyFlows(ctx context.Context) bool {
 			continue
 		}
 		a.d.Metrics.ObserveBundle(br, time.Since(start))
+		if sweep {
+			a.sweptBr[br] = true
+		}
 		for owner, fs := range set {
 			if len(fs) == 0 {
 				delete(a.installed[br], owner)
 			} else {
-				// An exact-size copy: the flow builders' append slack was
-				// 8 MiB of the heap at 1,000 ports (scale test).
-				a.installed[br][owner] = append([]openflow.Flow(nil), fs...)
+				a.installed[br][owner] = fs
 			}
 		}
 		a.d.Metrics.SetFlows(br, tableCounts(a.installed[br]))
@@ -656,8 +672,14 @@ func (a *Agent) applyFlows(ctx context.Context) bool {
 	}
 	a.flowFails = 0
 	clear(a.dirtyOwner)
-	if sweep {
-		a.afterSweep(ctx)
+	if !a.swept && len(sweeps) > 0 {
+		all := true
+		for _, br := range a.layout.Bridges() {
+			all = all && a.sweptBr[br]
+		}
+		if all {
+			a.afterSweep(ctx)
+		}
 	}
 	return true
 }
@@ -694,7 +716,29 @@ func flowEqual(x, y openflow.Flow) bool {
 // synced and the FDB of every tunnelled network has arrived (or waited
 // for long enough): nothing installed by an earlier run is needed any more.
 func (a *Agent) dataplaneComplete() bool {
-	if !a.started || !a.bridgesOK || a.ovsRestarted || len(a.tunnelSync) > 0 || a.sgDirty || len(a.refreshNets) > 0 {
+	return a.wiringComplete() && a.fdbComplete()
+}
+
+// wiringComplete: everything but l2pop's FDB is known and computed.
+func (a *Agent) wiringComplete() bool {
+	if !a.started || !a.bridgesOK || a.ovsRestarted || len(a.tunnelSync) > 0 || a.sgDirty {
+		return false
+	}
+	for _, p := range a.ports {
+		if p.present && p.vif.Ready() && (p.needDetails || p.dirty || !p.tagOK && p.wired != wiredNone) {
+			return false
+		}
+	}
+	return true
+}
+
+// fdbComplete: the FDB of every tunnelled network was asked for and has
+// arrived or been waited for.
+func (a *Agent) fdbComplete() bool {
+	if a.noPeers() {
+		return true // no other host: l2pop has no FDB to send
+	}
+	if len(a.refreshNets) > 0 {
 		return false
 	}
 	now := a.now()
@@ -703,10 +747,36 @@ func (a *Agent) dataplaneComplete() bool {
 			return false
 		}
 	}
-	for _, p := range a.ports {
-		if p.present && p.vif.Ready() && (p.needDetails || p.dirty || !p.tagOK && p.wired != wiredNone) {
+	return true
+}
+
+// noPeers: tunnel_sync named no endpoint but ours for every tunnel type
+// and br-tun has no tunnel port, so no FDB entry can come.
+func (a *Agent) noPeers() bool {
+	if len(a.tunnels) > 0 || len(a.tunnelPeers) < len(a.opt.TunnelTypes) {
+		return false
+	}
+	for _, n := range a.tunnelPeers {
+		if n > 0 {
 			return false
 		}
+	}
+	return true
+}
+
+// sweepReady says whether the flows of an earlier round (or of the
+// reference agent) on br may be deleted now. Only br-tun's flows toward
+// other hosts depend on l2pop's FDB, and only where br-tun has tunnel
+// ports: without any, no installed flow can reach a peer. So br-int and
+// the physical bridges (and br-tun on a host without peers) are swept in
+// the same bundle as our first flows: a takeover is one atomic bundle per
+// bridge, ours in and every foreign flow out.
+func (a *Agent) sweepReady(br string) bool {
+	if a.sweptBr[br] || !a.wiringComplete() {
+		return false
+	}
+	if br == a.layout.Tunnel && len(a.tunnels) > 0 {
+		return a.fdbComplete()
 	}
 	return true
 }
