@@ -657,7 +657,9 @@ func (a *Agent) applyFlows(ctx context.Context) bool {
 			if len(fs) == 0 {
 				delete(a.installed[br], owner)
 			} else {
-				a.installed[br][owner] = fs
+				// An exact-size copy: the flow builders' append slack was
+				// 8 MiB of the heap at 1,000 ports (scale test).
+				a.installed[br][owner] = append([]openflow.Flow(nil), fs...)
 			}
 		}
 		a.d.Metrics.SetFlows(br, tableCounts(a.installed[br]))
