@@ -68,3 +68,69 @@ func TestWarmFromEventPrefetchesSecurityGroups(t *testing.T) {
 		t.Errorf("wiring after the warm-up pulled again: %v", pl.asked)
 	}
 }
+
+// portPuller answers Port pulls by id or by security group from a fixed set
+// and counts the ports it returned.
+type portPuller struct {
+	mu       sync.Mutex
+	ports    []*neutron.Port
+	sg       *neutron.SecurityGroup
+	returned int
+}
+
+func (p *portPuller) BulkPull(_ context.Context, rtype string, f neutron.Filter) ([]neutron.Resource, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch rtype {
+	case neutron.TypeSecurityGroup:
+		return []neutron.Resource{p.sg}, nil
+	case neutron.TypePort:
+		var out []neutron.Resource
+		for _, port := range p.ports {
+			cp := *port
+			if ids, ok := f["id"]; ok && hasString(ids, port.ID) ||
+				f["security_group_ids"] != nil && hasString(f["security_group_ids"], port.SecurityGroupIDs[0]) {
+				out = append(out, &cp)
+			}
+		}
+		p.returned += len(out)
+		return out, nil
+	}
+	return nil, nil
+}
+
+// After a start, the local ports of a remote group are not pulled twice
+// (by id and again as the group's members).
+func TestRefreshPortsPullsEachPortOnce(t *testing.T) {
+	sg := &neutron.SecurityGroup{ID: "default", Stateful: true, Rules: []neutron.SecurityGroupRule{
+		{ID: "r1", SecurityGroupID: "default", Direction: "ingress", Ethertype: "IPv4", RemoteGroupID: "default"}}}
+	pp := &portPuller{sg: sg}
+	var ids []string
+	for i := 0; i < 100; i++ {
+		id := "p" + hex2(i)
+		pp.ports = append(pp.ports, &neutron.Port{ID: id, NetworkID: "n", SecurityGroupIDs: []string{"default"},
+			Bindings: []neutron.PortBinding{{PortID: id, Host: "me"}}})
+		ids = append(ids, id)
+	}
+	// a local port of another group without remote-group rules, and a
+	// member of the group on another host
+	pp.ports = append(pp.ports, &neutron.Port{ID: "other-sg", NetworkID: "n", SecurityGroupIDs: []string{"web"}},
+		&neutron.Port{ID: "remote", NetworkID: "n", SecurityGroupIDs: []string{"default"}})
+	ids = append(ids, "other-sg")
+	s := &NeutronServer{Cache: neutron.NewCache(neutron.CacheOptions{Puller: pp}), Host: "me"}
+	if err := s.refreshPorts(context.Background(), ids); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range append(ids, "remote") {
+		if s.Cache.Port(id) == nil {
+			t.Fatalf("%s not cached after the refresh", id)
+		}
+	}
+	// 10 sampled by id, 101 members of default, then other-sg by id.
+	if pp.returned != refreshSample+101+1 {
+		t.Errorf("server returned %d ports for 101 local ones + 1 remote member, want %d", pp.returned, refreshSample+101+1)
+	}
+	if _, _, err := s.SecurityGroups(context.Background(), []string{"default"}); err != nil || pp.returned != refreshSample+102 {
+		t.Errorf("the firewall's member lookup pulled again (%d ports, %v)", pp.returned, err)
+	}
+}

@@ -246,6 +246,7 @@ func TestScaleRealOVSRestart(t *testing.T) {
 		}
 	}
 	wire := time.Since(t0)
+	writeHeap(t)
 	h.stop()
 	calls := srv.calls()
 
