@@ -600,10 +600,17 @@ func (a *Agent) applyFlows(ctx context.Context) bool {
 		}
 	}
 	changes := map[string]map[string][]openflow.Flow{}
+	var fwOwners []string
+	for owner := range a.dirtyOwner {
+		if strings.HasPrefix(owner, "fw:") {
+			fwOwners = append(fwOwners, owner)
+		}
+	}
+	fwFlows, fwErrs := firewall.FlowsForOwners(a.fw, a.conj, fwOwners)
 	for owner := range a.dirtyOwner {
 		var bf map[string][]openflow.Flow
 		if strings.HasPrefix(owner, "fw:") {
-			fs, err := firewall.FlowsFor(a.fw, a.conj, owner)
+			fs, err := fwFlows[owner], fwErrs[owner]
 			if err != nil {
 				a.log.Error("agent: firewall owner", "owner", owner, "err", err)
 				delete(a.dirtyOwner, owner)

@@ -63,6 +63,34 @@ func FlowsFor(st *State, ids ConjIDs, owner string) ([]of.Flow, error) {
 	}
 }
 
+// FlowsForOwners is FlowsFor for many owners of one state at once. The
+// per-state rules index (which port wins each MAC, over every port) is built
+// once: FlowsFor per port owner rebuilt it each time, O(ports²) per batch
+// (0.6 s of CPU for the first batch at 1,000 ports).
+func FlowsForOwners(st *State, ids ConjIDs, owners []string) (map[string][]of.Flow, map[string]error) {
+	out := make(map[string][]of.Flow, len(owners))
+	errs := map[string]error{}
+	idx := newRulesIndex(st)
+	for _, owner := range owners {
+		kind, id, ok := ParseOwner(owner)
+		if ok && kind == "port" {
+			if p, found := st.Ports[id]; found {
+				out[owner] = portFlows(st, p, ids, idx)
+			} else {
+				out[owner] = nil
+			}
+			continue
+		}
+		fs, err := FlowsFor(st, ids, owner)
+		if err != nil {
+			errs[owner] = err
+			continue
+		}
+		out[owner] = fs
+	}
+	return out, errs
+}
+
 // Update assigns conjunction ids for next (keeping prevIDs' where still
 // needed) and names the owners whose flows differ between (prev, prevIDs)
 // and (next, ids): recompute and install exactly those, each as one batch.
