@@ -345,6 +345,11 @@ func ovsRestartCase(t *testing.T, restart func(e *Env) (downAt, upAt time.Time, 
 		}
 		t.Logf("ovs restart: traffic back %s after Open vSwitch was back (goal <= 2 s: %s); outage (longest gap between replies) %s, from %s after the restart began",
 			backAfterUp.Round(time.Millisecond), goal, rep.MaxGap.Round(time.Millisecond), rep.LastBefore.Sub(downAt).Round(time.Millisecond))
+		// The goal is 2 s; the machine is loaded, so only 5x that fails
+		// (a wipe found by report_interval's canary took 19-30 s).
+		if backAfterUp > 10*time.Second {
+			t.Errorf("ovs restart: traffic back only %s after Open vSwitch was back", backAfterUp.Round(time.Millisecond))
+		}
 	}
 	t.Logf("ovs restart: ping -i 0.1: %d sent, %d lost; flows back (canary + counts) %s after Open vSwitch was back",
 		rep.Sent, rep.Lost(), flowsBack.Round(time.Millisecond))
