@@ -551,9 +551,31 @@ func restoreManagers(t testing.TB) {
 	if err != nil {
 		t.Fatalf("get-manager: %v", err)
 	}
+	ctls := map[string]string{}
+	for _, br := range []string{"br-int", "br-tun", "br-phys"} {
+		ctls[br], _ = o.Vsctl(context.Background(), "get-controller", br)
+	}
 	t.Cleanup(func() {
 		ctx, cancel := cleanupCtx()
 		defer cancel()
+		// The reference's Controller rows too (it adds tcp:127.0.0.1:6633). Changing
+		// whether a bridge has a controller flushes its flows: this runs last, with
+		// every agent and VM of the test gone, under the e2e lock.
+		for br, before := range ctls {
+			now, err := o.Vsctl(ctx, "get-controller", br)
+			if err != nil || now == before {
+				continue
+			}
+			args := []string{"del-controller", br}
+			if b := strings.Fields(before); len(b) > 0 {
+				args = append([]string{"set-controller", br}, b...)
+			}
+			if _, err := o.Vsctl(ctx, args...); err != nil {
+				t.Errorf("restore controllers of %s: %v", br, err)
+			} else {
+				t.Logf("%s controllers %q restored to %q", br, now, before)
+			}
+		}
 		now, err := o.Vsctl(ctx, "get-manager")
 		if err != nil || now == before {
 			return
