@@ -450,8 +450,18 @@ func TestReliabKillMidWiring(t *testing.T) {
 	if bad > 0 {
 		t.Errorf("%d taps without the network's local VLAN %d", bad, want)
 	}
-	if pw, _ := agent.Metric(e.Ctx, "ovsagent_ports_wired"); pw != n+2 {
+	// The metric follows the server's reply to update_device_list, which
+	// comes after the server has flipped the last port ACTIVE in its
+	// database (one call, chunked by the client, merged at the end).
+	var pw float64
+	lag, ok := waitFor(e.Ctx, 60*time.Second, func() bool {
+		pw, _ = agent.Metric(e.Ctx, "ovsagent_ports_wired")
+		return pw == float64(n+2)
+	})
+	if !ok {
 		t.Errorf("ovsagent_ports_wired = %v, want %d", pw, n+2)
+	} else {
+		t.Logf("ovsagent_ports_wired = %d %s after every port was ACTIVE in the API", n+2, lag.Round(time.Millisecond))
 	}
 	time.Sleep(time.Second)
 	rep := pinger.Stop()
