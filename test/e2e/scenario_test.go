@@ -325,9 +325,9 @@ func TestScenarioDeletePort(t *testing.T) {
 	e.Subnet(nw.ID, "10.250.24.0/24")
 	flat := e.Network(NetworkSpec{Name: "flat", NetworkType: "flat", PhysicalNetwork: "physnet1"})
 	e.Subnet(flat.ID, "10.250.25.0/24")
-	vm1, vm2, vm3 := e.VM(nw, "vm1"), e.VM(nw, "vm2"), e.VM(nw, "vm3")
+	vm1, vm2, vm3, vm4 := e.VM(nw, "vm1"), e.VM(nw, "vm2"), e.VM(nw, "vm3"), e.VM(nw, "vm4")
 	fvm := e.VM(flat, "flatvm")
-	for _, vm := range []*VM{vm1, vm2, vm3, fvm} {
+	for _, vm := range []*VM{vm1, vm2, vm3, vm4, fvm} {
 		e.WaitStatus(vm.Port, "ACTIVE", 60*time.Second)
 	}
 	if _, err := vm1.PingUntil(e.Ctx, vm2.IP, 20*time.Second); err != nil {
@@ -378,6 +378,57 @@ func TestScenarioDeletePort(t *testing.T) {
 	}
 	if st, err := vm1.Ping(e.Ctx, vm3.IP, 10); err != nil || st.Lost() != 0 {
 		t.Errorf("vm1 -> vm3 after vm2's delete: %+v %v", st, err)
+	}
+
+	// vm4: deleted in the API while its tap is still plugged. Like the
+	// reference (port_dead), the port goes to the dead VLAN with one
+	// "in_port=N actions=drop" flow; its traffic stops and nothing else
+	// mentions it. Unplugged afterwards, the drop flow goes too.
+	of4, err := e.OVS.InterfaceOfport(e.Ctx, vm4.Tap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Neutron.DeletePort(e.Ctx, vm4.Port.ID); err != nil {
+		t.Fatal(err)
+	}
+	deadDrop := regexp.MustCompile(fmt.Sprintf(`priority=2,in_port=%d actions=drop$`, of4))
+	var hits4 []string
+	d4, err := WaitFor(e.Ctx, 30*time.Second, func() error {
+		var err error
+		if hits4, err = flowsMatching(e, bridges, portFlowPatterns(of4, vm4.MAC)); err != nil {
+			return err
+		}
+		if len(hits4) > 1 || len(hits4) == 1 && !deadDrop.MatchString(hits4[0]) {
+			return fmt.Errorf("%d flows still mention it", len(hits4))
+		}
+		return nil
+	})
+	tag4, _ := e.OVS.PortTag(e.Ctx, vm4.Tap)
+	if err != nil || tag4 != 4095 {
+		t.Errorf("%s deleted in the API, still plugged (ofport %d, tag %d): %v:\n%s", vm4.NS, of4, tag4, err, strings.Join(hits4, "\n"))
+	} else {
+		t.Logf("%s deleted in the API, still plugged: dead (tag %d), flows left %q within %s", vm4.NS, tag4, hits4, d4)
+	}
+	if st, _ := vm4.Ping(e.Ctx, vm1.IP, 5); st.Received != 0 {
+		t.Errorf("%s deleted in the API, still plugged: reaches vm1 (%d/%d)", vm4.NS, st.Received, st.Sent)
+	}
+	if err := vm4.Unplug(e.Ctx); err != nil {
+		t.Fatal(err)
+	}
+	d4, err = WaitFor(e.Ctx, 30*time.Second, func() error {
+		var err error
+		if hits4, err = flowsMatching(e, bridges, portFlowPatterns(of4, vm4.MAC)); err != nil {
+			return err
+		}
+		if len(hits4) > 0 {
+			return fmt.Errorf("%d flows still mention it", len(hits4))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("%s unplugged after its API delete: %v:\n%s", vm4.NS, err, strings.Join(hits4, "\n"))
+	} else {
+		t.Logf("%s unplugged after its API delete: no flow mentions ofport %d within %s", vm4.NS, of4, d4)
 	}
 
 	// The flat VM: the last port of its network; its local VLAN is freed.
