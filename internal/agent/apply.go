@@ -1,0 +1,234 @@
+package agent
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/ovsagent/ovsagent/internal/firewall"
+	"github.com/ovsagent/ovsagent/internal/openflow"
+	"github.com/ovsagent/ovsagent/internal/pipeline"
+)
+
+// applyFlows recomputes the dirty owners and applies what changed, one
+// bundle per bridge. The stale flows of earlier rounds go in the same
+// bundle once the dataplane is complete.
+func (a *Agent) applyFlows(ctx context.Context) bool {
+	sweeps := map[string]bool{}
+	if !a.swept {
+		for _, br := range a.layout.Bridges() {
+			if a.sweepReady(br) {
+				sweeps[br] = true
+			}
+		}
+	}
+	if len(a.dirtyOwner) == 0 && len(sweeps) == 0 {
+		return true
+	}
+	if a.flowRetryAt.After(a.now()) {
+		return false
+	}
+	for _, owner := range sortedKeys(a.dirtyOwner) {
+		if !strings.HasPrefix(owner, "fw:") {
+			a.touch(owner)
+		}
+	}
+	changes := map[string]map[string][]openflow.Flow{}
+	var fwOwners []string
+	for owner := range a.dirtyOwner {
+		if strings.HasPrefix(owner, "fw:") {
+			fwOwners = append(fwOwners, owner)
+		}
+	}
+	fwFlows, fwErrs := firewall.FlowsForOwners(a.fw, a.conj, fwOwners)
+	for owner := range a.dirtyOwner {
+		var bf map[string][]openflow.Flow
+		if strings.HasPrefix(owner, "fw:") {
+			fs, err := fwFlows[owner], fwErrs[owner]
+			if err != nil {
+				a.log.Error("agent: firewall owner", "owner", owner, "err", err)
+				delete(a.dirtyOwner, owner)
+				continue
+			}
+			for i := range fs {
+				if fs[i].Cookie == 0 {
+					fs[i].Cookie = a.ps.Int.Cookie // what the reconciler installs them with
+				}
+			}
+			bf = map[string][]openflow.Flow{a.layout.Integration: fs}
+		} else {
+			got, err := pipeline.FlowsFor(a.ps, owner)
+			if err != nil {
+				a.log.Error("agent: pipeline owner", "owner", owner, "err", err)
+				delete(a.dirtyOwner, owner)
+				continue
+			}
+			bf = got
+		}
+		for br := range a.installed {
+			want := bf[br]
+			if flowsEqual(a.installed[br][owner], want) {
+				continue
+			}
+			if changes[br] == nil {
+				changes[br] = map[string][]openflow.Flow{}
+			}
+			changes[br][owner] = want
+		}
+	}
+	failed := false
+	for _, br := range a.layout.Bridges() {
+		set := changes[br]
+		sweep := sweeps[br]
+		if len(set) == 0 && !sweep {
+			continue
+		}
+		start := time.Now()
+		err := a.d.Flows.Apply(ctx, br, FlowChange{Set: set, Sweep: sweep})
+		if err != nil {
+			a.log.Warn("agent: flow bundle failed; retrying", "bridge", br, "owners", len(set), "err", err)
+			failed = true
+			continue
+		}
+		a.d.Metrics.ObserveBundle(br, time.Since(start))
+		if sweep {
+			a.sweptBr[br] = true
+		}
+		for owner, fs := range set {
+			if len(fs) == 0 {
+				delete(a.installed[br], owner)
+			} else {
+				// An exact-size copy: the flow builders' append slack was
+				// 8 MiB of the heap at 1,000 ports (scale test).
+				a.installed[br][owner] = append([]openflow.Flow(nil), fs...)
+			}
+		}
+		a.d.Metrics.SetFlows(br, tableCounts(a.installed[br]))
+		if br == a.layout.Integration {
+			a.ct.request(a.conntrackZones(set))
+		}
+	}
+	if failed {
+		a.flowFails++
+		a.flowRetryAt = a.now().Add(a.backoff(a.flowFails))
+		return false
+	}
+	a.flowFails = 0
+	clear(a.dirtyOwner)
+	if !a.swept && len(sweeps) > 0 {
+		all := true
+		for _, br := range a.layout.Bridges() {
+			all = all && a.sweptBr[br]
+		}
+		if all {
+			a.afterSweep(ctx)
+		}
+	}
+	return true
+}
+
+func tableCounts(m map[string][]openflow.Flow) map[uint8]int {
+	out := map[uint8]int{}
+	for _, fs := range m {
+		for _, f := range fs {
+			out[f.Table]++
+		}
+	}
+	return out
+}
+
+func flowsEqual(a, b []openflow.Flow) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !flowEqual(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func flowEqual(x, y openflow.Flow) bool {
+	// The rendering is canonical (field order, action text) and covers
+	// every part of the entry.
+	return x.String() == y.String()
+}
+
+// dataplaneComplete: every port that can be wired is wired, tunnels are
+// synced and the FDB of every tunnelled network has arrived (or waited
+// for long enough): nothing installed by an earlier run is needed any more.
+func (a *Agent) dataplaneComplete() bool {
+	return a.wiringComplete() && a.fdbComplete()
+}
+
+// wiringComplete: everything but l2pop's FDB is known and computed.
+func (a *Agent) wiringComplete() bool {
+	if !a.started || !a.bridgesOK || a.ovsRestarted || len(a.tunnelSync) > 0 || a.sgDirty {
+		return false
+	}
+	for _, p := range a.ports {
+		if p.present && p.vif.Ready() && (p.needDetails || p.dirty || !p.tagOK && p.wired != wiredNone) {
+			return false
+		}
+	}
+	return true
+}
+
+// fdbComplete: the FDB of every tunnelled network was asked for and has
+// arrived or been waited for.
+func (a *Agent) fdbComplete() bool {
+	if a.noPeers() {
+		return true // no other host: l2pop has no FDB to send
+	}
+	if len(a.refreshNets) > 0 {
+		return false
+	}
+	now := a.now()
+	for _, dl := range a.fdbAwait {
+		if now.Before(dl) {
+			return false
+		}
+	}
+	return true
+}
+
+// noPeers: tunnel_sync named no endpoint but ours for every tunnel type
+// and br-tun has no tunnel port, so no FDB entry can come.
+func (a *Agent) noPeers() bool {
+	if len(a.tunnels) > 0 || len(a.tunnelPeers) < len(a.opt.TunnelTypes) {
+		return false
+	}
+	for _, n := range a.tunnelPeers {
+		if n > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// sweepReady says whether the flows of an earlier round (or of the
+// reference agent) on br may be deleted now. Only br-tun's flows toward
+// other hosts depend on l2pop's FDB, and only where br-tun has tunnel
+// ports: without any, no installed flow can reach a peer. So br-int and
+// the physical bridges (and br-tun on a host without peers) are swept in
+// the same bundle as our first flows: a takeover is one atomic bundle per
+// bridge, ours in and every foreign flow out.
+func (a *Agent) sweepReady(br string) bool {
+	if a.sweptBr[br] || !a.wiringComplete() {
+		return false
+	}
+	if br == a.layout.Tunnel && len(a.tunnels) > 0 {
+		return a.fdbComplete()
+	}
+	return true
+}
+
+func (a *Agent) afterSweep(ctx context.Context) {
+	a.swept = true
+	clear(a.fdbAwait)
+	a.vlans.DisposeHints()
+	a.conj = a.conj.ReleaseReserved()
+	a.log.Info("agent: in sync with the dataplane; stale flows removed")
+	a.reconcileTunnels(ctx) // adopted tunnel ports nobody uses go now
+}

@@ -1,0 +1,229 @@
+package agent
+
+import (
+	"context"
+	"time"
+)
+
+// reportDevices sends one update_device_list for every port whose state
+// the server must learn (plus a devices_down first for re-plugged ports).
+// The call runs on its own goroutine so that wiring goes on while the
+// server works; its result comes back to the loop (onReportResult). A port
+// is in at most one call at a time, which keeps its ups and downs in order.
+func (a *Agent) reportDevices(ctx context.Context) {
+	if a.inflight >= a.opt.MaxInflightReports {
+		return // a result will bring the loop back
+	}
+	now := a.now()
+	r := &reportResult{gens: map[string]uint64{}, upNets: map[string]bool{}}
+	for _, id := range sortedKeys(a.ports) {
+		p := a.ports[id]
+		if p.inflight || p.retryAt.After(now) {
+			continue
+		}
+		switch p.want {
+		case reportUp:
+			if p.wired == wiredUp && p.tagOK {
+				r.up = append(r.up, id)
+				r.upNets[p.dev.NetworkID] = true
+				if p.reAdded {
+					r.readded = append(r.readded, id)
+				}
+			}
+		case reportDown:
+			r.down = append(r.down, id)
+		}
+	}
+	// l2pop sends a network's full FDB when a port of it goes up with
+	// refresh_tunnels; one already-ACTIVE port per network is enough (no
+	// status change on the server, no storm). A network whose refresh is
+	// out already is not asked again.
+	r.refreshNets = map[string]bool{}
+	for _, id := range sortedKeys(a.refreshNets) {
+		if a.refreshOut[id] {
+			continue
+		}
+		if !r.upNets[id] {
+			for _, pid := range sortedKeys(a.ports) {
+				p := a.ports[pid]
+				if !p.inflight && p.wired == wiredUp && p.tagOK && p.dev != nil && p.dev.NetworkID == id {
+					r.up = append(r.up, pid)
+					r.upNets[id] = true
+					break
+				}
+			}
+		}
+		if r.upNets[id] {
+			r.refreshNets[id] = true
+			r.refresh = true
+		}
+	}
+	if len(r.up) == 0 && len(r.down) == 0 {
+		return
+	}
+	r.sent = a.now()
+	for _, id := range append(r.up, r.down...) {
+		p := a.ports[id]
+		p.inflight = true
+		r.gens[id] = p.gen
+		if p.want == reportUp && !p.seen.IsZero() {
+			a.d.Metrics.ObserveAgentBatch(r.sent.Sub(p.seen))
+		}
+	}
+	for id := range r.refreshNets {
+		a.refreshOut[id] = true
+	}
+	a.inflight++
+	a.d.Metrics.IncUpdateDeviceList()
+	a.log.Debug("agent: update_device_list", "up", r.up, "down", r.down, "refresh_tunnels", r.refresh, "in_flight", a.inflight)
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		if len(r.readded) > 0 {
+			start := time.Now()
+			_, err := a.d.Plugin.UpdateDeviceList(ctx, nil, r.readded, false)
+			a.observeRPC("update_device_list", time.Since(start), err)
+			if err != nil {
+				r.err = err
+				a.deliver(ctx, r)
+				return
+			}
+		}
+		start := time.Now()
+		r.res, r.err = a.d.Plugin.UpdateDeviceList(ctx, r.up, r.down, r.refresh)
+		a.observeRPC("update_device_list", time.Since(start), r.err)
+		r.replied = a.now()
+		a.deliver(ctx, r)
+	}()
+}
+
+// deliver hands a result to the loop; the channel has room for every call
+// in flight, and a stopping agent does not wait for it.
+func (a *Agent) deliver(ctx context.Context, r *reportResult) {
+	select {
+	case a.results <- r:
+	case <-ctx.Done():
+	}
+}
+
+// reportResult is one update_device_list round trip.
+type reportResult struct {
+	up, down, readded []string
+	gens              map[string]uint64 // port → want generation sent
+	upNets            map[string]bool
+	refreshNets       map[string]bool // networks whose FDB this call asks for
+	refresh           bool
+	res               DeviceListResult
+	err               error
+	sent, replied     time.Time
+}
+
+// onReportResult applies a reply on the loop. A port whose wish changed
+// while the call was out keeps its new wish.
+func (a *Agent) onReportResult(r *reportResult) {
+	a.inflight--
+	for id := range r.refreshNets {
+		delete(a.refreshOut, id)
+	}
+	for id := range r.gens {
+		if p := a.ports[id]; p != nil {
+			p.inflight = false
+		}
+	}
+	if r.err != nil {
+		a.reportFailed(append(r.up, r.down...), r.err)
+		return
+	}
+	for _, id := range r.readded {
+		if p := a.ports[id]; p != nil {
+			p.reAdded = false
+		}
+	}
+	for id := range r.refreshNets {
+		if a.refreshNets[id] {
+			delete(a.refreshNets, id)
+			// Only flows that output to a tunnel port need the FDB back
+			// before the sweep; with no tunnel port there is none, and
+			// l2pop sends nothing when the network has no other host.
+			// The FDB may also have come before the reply (the server
+			// casts it while it handles the call).
+			got, ok := a.fdbSeen[id]
+			if !a.swept && len(a.tunnels) > 0 && !(ok && !got.Before(r.sent)) {
+				a.fdbAwait[id] = r.replied.Add(a.opt.FDBWait)
+			}
+		}
+	}
+	ok := map[string]bool{}
+	for _, id := range r.res.Up {
+		ok[id] = true
+		p := a.ports[id]
+		if p == nil || p.gen != r.gens[id] || p.want != reportUp {
+			continue
+		}
+		p.upOnSrv = true
+		p.want = reportNone
+		p.failures = 0
+		if !p.seen.IsZero() {
+			a.d.Metrics.ObservePortWiring(r.replied.Sub(p.seen))
+			p.seen = time.Time{}
+		}
+	}
+	for _, id := range r.res.Down {
+		ok[id] = true
+		p := a.ports[id]
+		if p == nil || p.gen != r.gens[id] || p.want != reportDown {
+			continue
+		}
+		p.want = reportNone
+		p.failures = 0
+		if !p.present {
+			delete(a.ports, id)
+		}
+	}
+	var failed []string
+	for _, id := range append(r.up, r.down...) {
+		if p := a.ports[id]; p != nil && !ok[id] && p.want != reportNone && p.gen == r.gens[id] {
+			failed = append(failed, id)
+		}
+	}
+	if len(failed) > 0 {
+		a.reportFailed(failed, nil)
+	}
+}
+
+func (a *Agent) reportFailed(ids []string, err error) {
+	now := a.now()
+	for _, id := range ids {
+		if p := a.ports[id]; p != nil {
+			p.failures++
+			p.retryAt = now.Add(a.backoff(p.failures))
+		}
+	}
+	a.log.Warn("agent: update_device_list failed; retrying", "ports", len(ids), "err", errString(err))
+}
+
+// updateSync computes whether the agent is in sync and publishes it.
+func (a *Agent) updateSync() {
+	in := a.swept && a.dataplaneComplete() && len(a.dirtyOwner) == 0
+	wired := 0
+	devices := 0
+	for _, p := range a.ports {
+		if p.present {
+			devices++
+		}
+		if p.want != reportNone {
+			in = false
+		}
+		if p.wired == wiredUp && p.upOnSrv && p.present {
+			wired++
+		}
+	}
+	a.devices.Store(int64(devices))
+	a.d.Metrics.SetPortsWired(wired)
+	if in != a.inSync {
+		a.log.Info("agent: sync state", "in_sync", in)
+	}
+	a.inSync = in
+	a.syncFlag.Store(in)
+	a.d.Metrics.SetInSync(in)
+}
