@@ -38,8 +38,13 @@ func FuzzConfig(f *testing.F) {
 					t.Fatalf("unparsable transport_url shown: %q", msg)
 				}
 				for _, pw := range transportPasswords(v) {
-					// a password that also appears elsewhere in the URL or in our
-					// own wording cannot be told apart from those
+					// a password that also appears elsewhere in the URL, in our
+					// own wording, or in the quoted (escaped) rest of the URL
+					// (byte 0 then "00" quotes as \x0000) cannot be told apart
+					// from those
+					if strings.Contains(strconv.Quote(strings.ReplaceAll(v, pw, "***")), pw) {
+						continue
+					}
 					if len(pw) >= 4 && strings.Count(v, pw) == 1 && !strings.Contains(strings.ToLower(msg[:strings.Index(msg, "\"")]+reasonWords), strings.ToLower(pw)) && strings.Contains(msg, pw) {
 						t.Fatalf("password %q in error: %q", pw, msg)
 					}
