@@ -54,7 +54,21 @@ func NewReconciler(sw Switch, cookie uint64) *Reconciler {
 }
 
 // Cookie is the cookie this reconciler installs flows with.
-func (r *Reconciler) Cookie() uint64 { return r.cookie }
+func (r *Reconciler) Cookie() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cookie
+}
+
+// SetCookie changes the cookie later Applies install flows with. After
+// Adopt, setting it to the cookie the bridge's flows already carry (our own
+// previous run's) makes every unchanged flow count as installed: a restart
+// re-sends only what changed instead of re-cookieing the whole bridge.
+func (r *Reconciler) SetCookie(cookie uint64) {
+	r.mu.Lock()
+	r.cookie = cookie
+	r.mu.Unlock()
+}
 
 // Adopt reads every flow the bridge holds (ours, an earlier round's, a
 // foreign agent's) as the installed state. Nothing is deleted until
