@@ -61,7 +61,7 @@ func scalePorts() int {
 type scaleRun struct {
 	tb     testing.TB
 	sw     *fakeSwitch
-	fl     *fakeFlows
+	fl     Flows
 	srv    *fakeServer
 	m      *metrics.Metrics
 	a      *Agent
@@ -91,7 +91,7 @@ func newScaleServer(n int) *fakeServer {
 
 func scaleMAC(i int) string { return fmt.Sprintf("fa:16:3e:00:%02x:%02x", i/256, i%256) }
 
-func startScale(tb testing.TB, sw *fakeSwitch, fl *fakeFlows, srv *fakeServer) *scaleRun {
+func startScale(tb testing.TB, sw *fakeSwitch, fl Flows, srv *fakeServer) *scaleRun {
 	opt := testOpts(true)
 	opt.Pipeline.FirewallDriver, opt.Pipeline.EnableSecurityGroup = "openvswitch", true
 	opt.BatchWindow = 10 * time.Millisecond
