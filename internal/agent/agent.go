@@ -26,7 +26,8 @@ type Options struct {
 	Pipeline     pipeline.Config
 	Firewall     firewall.Config
 
-	// BatchWindow is how long events are coalesced into one batch.
+	// BatchWindow is how long events that keep coming right after a batch
+	// are coalesced into the next one (an idle agent applies at once).
 	BatchWindow time.Duration
 	// ReportInterval is report_state's period (0: no reports).
 	ReportInterval time.Duration
@@ -148,6 +149,7 @@ type Agent struct {
 	devices       atomic.Int64
 	syncFlag      atomic.Bool
 	lastBatchSent time.Time
+	lastBatchEnd  time.Time         // when the loop's last batch returned (zero: none yet)
 	ct            *conntrackCleaner // nil without Deps.Conntrack
 }
 
@@ -285,29 +287,16 @@ func (a *Agent) Run(ctx context.Context) error {
 			req.reply <- a.explainPort(req.portID)
 			continue
 		}
-		// Coalesce: keep draining every source for the batch window.
-		window := time.NewTimer(a.opt.BatchWindow)
-	coalesce:
-		for {
-			select {
-			case <-ctx.Done():
-				window.Stop()
-				return nil
-			case ev, ok := <-portEvents:
-				if !ok {
-					portEvents = nil
-					continue
-				}
-				a.onPortEvent(ev)
-			case <-a.inReady:
-			case r := <-a.results:
-				a.onReportResult(r)
-			case ev := <-ofEvents:
-				a.log.Info("agent: OpenFlow connection (re)established", "bridge", ev.Bridge)
-				a.checkCanary = true
-			case <-window.C:
-				break coalesce
-			}
+		// Coalesce. An event on an idle agent (no batch ended within the
+		// window) is applied at once: waiting would only add the window to
+		// a lone port's wiring. Events that keep coming right after a batch
+		// (a burst, our own writes echoed back) are gathered for the window.
+		window := a.opt.BatchWindow
+		if a.lastBatchEnd.IsZero() || a.now().Sub(a.lastBatchEnd) >= window {
+			window = 0
+		}
+		if !a.coalesce(ctx, window, portEvents, ofEvents) {
+			return nil
 		}
 		for _, ev := range a.drainInbox() {
 			a.log.Debug("agent: event", "type", fmt.Sprintf("%T", ev), "ev", ev)
@@ -316,8 +305,67 @@ func (a *Agent) Run(ctx context.Context) error {
 		start := time.Now()
 		a.batch(ctx)
 		a.d.Metrics.ObserveLoop(time.Since(start))
+		a.lastBatchEnd = a.now()
 		if a.d.AfterBatch != nil {
 			a.d.AfterBatch(a.inSync)
+		}
+	}
+}
+
+// coalesce keeps taking port, report and OpenFlow events for window, or,
+// with window 0, only those already waiting. It returns false when ctx ends.
+func (a *Agent) coalesce(ctx context.Context, window time.Duration, portEvents <-chan PortEvent, ofEvents <-chan DataplaneEvent) bool {
+	var expired <-chan time.Time
+	if window > 0 {
+		t := time.NewTimer(window)
+		defer t.Stop()
+		expired = t.C
+	}
+	for {
+		// Take what is waiting first (Go's select picks at random among
+		// ready cases: an expired window must not win over a pending event),
+		// then wait for more until the window ends.
+		select {
+		case <-ctx.Done():
+			return false
+		case ev, ok := <-portEvents:
+			if !ok {
+				portEvents = nil
+				continue
+			}
+			a.onPortEvent(ev)
+			continue
+		case <-a.inReady:
+			continue
+		case r := <-a.results:
+			a.onReportResult(r)
+			continue
+		case ev := <-ofEvents:
+			a.log.Info("agent: OpenFlow connection (re)established", "bridge", ev.Bridge)
+			a.checkCanary = true
+			continue
+		default:
+		}
+		if window == 0 {
+			return true // nothing else waiting
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case ev, ok := <-portEvents:
+			if !ok {
+				portEvents = nil
+				continue
+			}
+			a.onPortEvent(ev)
+		case <-a.inReady:
+		case r := <-a.results:
+			a.onReportResult(r)
+		case ev := <-ofEvents:
+			a.log.Info("agent: OpenFlow connection (re)established", "bridge", ev.Bridge)
+			a.checkCanary = true
+		case <-expired:
+			return true
 		}
 	}
 }

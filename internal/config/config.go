@@ -139,8 +139,9 @@ type OVSAgentOptions struct {
 	// MetricsListen is host:port for /metrics and /healthz; empty disables.
 	// Default 127.0.0.1:9177.
 	MetricsListen string
-	// BatchWindow is how long the loop coalesces events before applying one
-	// batch. Default 10 ms.
+	// BatchWindow is how long the loop coalesces events that keep coming
+	// right after a batch before applying the next one; an event on an idle
+	// agent is applied at once. Default 10 ms.
 	BatchWindow time.Duration
 	// DeviceListChunkSize chunks update_device_list calls; 0 (default) uses
 	// [DEFAULT] rpc_resources_processing_step like the reference.

@@ -1,0 +1,59 @@
+package agent
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ovsagent/ovsagent/internal/metrics"
+)
+
+// fakeClock is a settable Deps.Now.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// TestIdleAgentAppliesAtOnce: a port plugged on an idle agent is wired
+// without waiting for the batch window — the window only gathers events
+// that keep coming right after a batch. With a one-hour window, waiting
+// for it would time the test out.
+func TestIdleAgentAppliesAtOnce(t *testing.T) {
+	sw, fl, srv := newFakeSwitch(true), newFakeFlows(), newFakeServer()
+	srv.addPort("p1", "net-a", "vxlan", 100, "fa:16:3e:00:00:01")
+	opt := testOpts(true)
+	opt.BatchWindow = time.Hour
+	clock := &fakeClock{t: time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)}
+	h := &harness{t: t, sw: sw, fl: fl, srv: srv, m: metrics.New(), batches: make(chan bool, 1), done: make(chan error, 1)}
+	h.a = New(opt, Deps{Switch: sw, Flows: fl, Plugin: srv, Cache: srv, Reporter: srv, Metrics: h.m, Log: testLogger(),
+		Now: clock.now,
+		AfterBatch: func(bool) {
+			select {
+			case h.batches <- true:
+			default:
+			}
+		}})
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	go func() { h.done <- h.a.Run(ctx) }()
+	t.Cleanup(func() { h.stop() })
+
+	sw.snapshot() // the first batch: nothing ended before it, no window
+	h.waitFor("in sync with no port", h.inSync)
+	clock.advance(2 * time.Hour) // idle for longer than the window
+	sw.plug("p1", "tap1", "fa:16:3e:00:00:01")
+	h.waitFor("p1 ACTIVE without waiting for the one-hour window", func() bool { return srv.status("p1") == "ACTIVE" })
+}
