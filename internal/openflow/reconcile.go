@@ -1,10 +1,11 @@
 package openflow
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"sort"
-	"strconv"
 	"sync"
 )
 
@@ -26,31 +27,66 @@ type Switch interface {
 // table/priority/match re-cookies it), never deleting and re-adding it; once
 // the agent is in sync, ApplyAndSweep also deletes, in the same bundle,
 // every flow no owner desires (stale rounds, foreign flows).
+//
+// Memory: the reconciler is the one cache of a bridge's flows (56k flows on
+// br-int at 1,000 ports). It keeps each owner's slice as Apply got it (no
+// copy when the cookies are already the reconciler's: the caller may keep
+// the same slice), a 16-byte key per flow, and one slot per entry pointing
+// at the desired flow and at what the bridge holds — the same pointer once
+// they agree, so nothing is stored twice.
 type Reconciler struct {
-	sw     Switch
-	cookie uint64
+	sw Switch
 
-	mu        sync.Mutex
-	desired   map[string]map[string]*entry // owner -> key -> entry
-	owner     map[string]string            // key -> owner that desires it
-	installed map[string]*entry            // key -> what the bridge holds
-	reassert  bool                         // installed was (re)read: re-send unchanged owners' flows that differ
+	mu       sync.Mutex
+	cookie   uint64
+	owners   map[string]*ownerFlows // owner -> its desired flows
+	slots    map[flowKey]slot       // entry -> who desires it, what the bridge holds
+	reassert bool                   // slots' have was (re)read: re-send unchanged owners' flows that differ
 }
 
-type entry struct {
-	flow    Flow
-	content string // cookie, flags, timeouts, actions: what a modify changes
+// flowKey identifies an entry (table, priority, canonical match): the
+// SHA-256 of Flow.Key(), truncated to 128 bits. 16 bytes instead of ~100
+// of text per flow; a collision cannot be crafted (matches carry tenant
+// addresses and ports) nor happen by chance (2^-100 at 10^7 flows).
+type flowKey [16]byte
+
+func keyOf(f *Flow) flowKey {
+	sum := sha256.Sum256([]byte(f.Key()))
+	return flowKey(sum[:16])
 }
 
-func contentOf(f *Flow) string {
-	return strconv.FormatUint(f.Cookie, 16) + "|" + strconv.Itoa(int(f.Flags)) + "|" +
-		strconv.Itoa(int(f.IdleTimeout)) + "|" + strconv.Itoa(int(f.HardTimeout)) + "|" + FormatActions(f.Actions)
+// ownerFlows is one owner's desired flows and their keys (keys[i] is
+// flows[i]'s). flows is never modified once stored.
+type ownerFlows struct {
+	flows []Flow
+	keys  []flowKey
+}
+
+// slot is the state of one entry. want points into owners[owner].flows
+// (nil: nobody desires the entry); have is what the bridge holds (nil:
+// not installed), == want once the bridge holds the desired flow, else an
+// adopted flow or the previous version of the owner's flow.
+type slot struct {
+	owner string
+	want  *Flow
+	have  *Flow
+}
+
+// sameContent: the bridge's entry needs no change (cookie, flags,
+// timeouts and actions equal). Pointer equality is the common case.
+func sameContent(have, want *Flow) bool {
+	return have == want || sameHeader(have, want) && FormatActions(have.Actions) == FormatActions(want.Actions)
+}
+
+// sameHeader: what an OpenFlow 1.3 modify cannot change is equal.
+func sameHeader(have, want *Flow) bool {
+	return have.Cookie == want.Cookie && have.Flags == want.Flags &&
+		have.IdleTimeout == want.IdleTimeout && have.HardTimeout == want.HardTimeout
 }
 
 // NewReconciler returns a reconciler for one bridge installing flows with cookie.
 func NewReconciler(sw Switch, cookie uint64) *Reconciler {
-	return &Reconciler{sw: sw, cookie: cookie, desired: map[string]map[string]*entry{},
-		owner: map[string]string{}, installed: map[string]*entry{}}
+	return &Reconciler{sw: sw, cookie: cookie, owners: map[string]*ownerFlows{}, slots: map[flowKey]slot{}}
 }
 
 // Cookie is the cookie this reconciler installs flows with.
@@ -79,15 +115,18 @@ func (r *Reconciler) Adopt(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("openflow: adopt: %w", err)
 	}
-	inst := make(map[string]*entry, len(flows))
+	keys := make([]flowKey, len(flows))
 	for i := range flows {
-		f := flows[i]
-		inst[f.Key()] = &entry{flow: f, content: contentOf(&f)}
+		keys[i] = keyOf(&flows[i])
 	}
 	r.mu.Lock()
-	r.installed = inst
-	r.reassert = true
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	r.forgetInstalled()
+	for i := range flows {
+		s := r.slots[keys[i]]
+		s.have = &flows[i]
+		r.slots[keys[i]] = s
+	}
 	return nil
 }
 
@@ -104,13 +143,30 @@ func (r *Reconciler) Resync(ctx context.Context) error {
 // tables); the next Apply re-installs every desired flow, changed or not.
 func (r *Reconciler) Reset() {
 	r.mu.Lock()
-	r.installed = map[string]*entry{}
-	r.reassert = true
+	r.forgetInstalled()
 	r.mu.Unlock()
+}
+
+// forgetInstalled clears every slot's have (dropping slots nobody desires)
+// and asks the next apply to re-assert every owner.
+func (r *Reconciler) forgetInstalled() {
+	for k, s := range r.slots {
+		if s.want == nil {
+			delete(r.slots, k)
+			continue
+		}
+		s.have = nil
+		r.slots[k] = s
+	}
+	r.reassert = true
 }
 
 // Apply replaces the desired flows of each owner in changes and makes the
 // bridge match, in one bundle, without touching flows nobody desires.
+//
+// The reconciler keeps the given slices (it copies one only to set its
+// cookie on flows that carry another): the caller must not modify them
+// afterwards, and may keep them itself to share the memory.
 func (r *Reconciler) Apply(ctx context.Context, changes map[string][]Flow) error {
 	return r.apply(ctx, changes, false)
 }
@@ -122,6 +178,15 @@ func (r *Reconciler) ApplyAndSweep(ctx context.Context, changes map[string][]Flo
 	return r.apply(ctx, changes, true)
 }
 
+// plan is one apply's work: the new owner flows, the new state of every
+// slot it touches (a zero slot is removed) and the bundle. Nothing of it
+// reaches the reconciler unless the bundle succeeds.
+type plan struct {
+	owners map[string]*ownerFlows
+	next   map[flowKey]slot
+	mods   []FlowMod
+}
+
 // apply replaces the desired flows of each owner in changes (an empty or nil
 // list removes the owner) and makes the bridge match in one bundle. Owners
 // not in changes are untouched. Flow cookies are overwritten with the
@@ -130,135 +195,179 @@ func (r *Reconciler) apply(ctx context.Context, changes map[string][]Flow, sweep
 	r.mu.Lock()
 	defer r.mu.Unlock()
 
-	newDesired := make(map[string]map[string]*entry, len(changes))
-	ownerSet := map[string]string{}     // key -> new owner, for changed owners
-	removedOwner := map[string]string{} // key -> changed owner that no longer has it
-	owners := make([]string, 0, len(changes))
-	for o := range changes {
-		owners = append(owners, o)
-	}
-	sort.Strings(owners)
+	owners := sortedKeys(changes)
+	p := &plan{owners: make(map[string]*ownerFlows, len(owners)), next: map[flowKey]slot{}}
 	for _, o := range owners {
-		m := make(map[string]*entry, len(changes[o]))
-		for _, f := range changes[o] {
-			f.Cookie = r.cookie
-			k := f.Key()
-			m[k] = &entry{flow: f, content: contentOf(&f)}
-			ownerSet[k] = o
-		}
-		newDesired[o] = m
-		for k := range r.desired[o] {
-			if _, still := m[k]; !still {
-				removedOwner[k] = o
-			}
-		}
+		p.owners[o] = r.prepare(changes[o])
 	}
-
-	var mods []FlowMod
-	newInstalled := map[string]*entry{} // key -> entry (nil = deleted)
-	consider := func(k string, want *entry) {
-		have := r.installed[k]
-		switch {
-		case have == nil:
-			mods = append(mods, FlowMod{Command: CmdAdd, Flow: want.flow})
-		case have.content == want.content:
-			return
-		case have.flow.Cookie == want.flow.Cookie && have.flow.Flags == want.flow.Flags &&
-			have.flow.IdleTimeout == want.flow.IdleTimeout && have.flow.HardTimeout == want.flow.HardTimeout:
-			// only the actions differ: modify in place, keeping counters
-			mods = append(mods, FlowMod{Command: CmdModifyStrict, Flow: want.flow})
-		default:
-			// ADD replaces the entry atomically; OpenFlow 1.3 modify cannot change a cookie
-			mods = append(mods, FlowMod{Command: CmdAdd, Flow: want.flow})
-		}
-		newInstalled[k] = want
-	}
-	del := func(k string) {
-		have := r.installed[k]
-		if have == nil {
-			return
-		}
-		if _, done := newInstalled[k]; done {
-			return
-		}
-		mods = append(mods, FlowMod{Command: CmdDeleteStrict, Flow: Flow{Table: have.flow.Table, Priority: have.flow.Priority, Match: have.flow.Match, rawMatch: have.flow.rawMatch}})
-		newInstalled[k] = nil
-	}
-
-	// stillDesired: does anyone desire k once this Apply is done?
-	stillDesired := func(k string) bool {
-		if _, ok := ownerSet[k]; ok {
-			return true
-		}
-		o, ok := r.owner[k]
-		if !ok {
-			return false
-		}
-		_, changed := changes[o]
-		return !changed
-	}
-	for _, o := range owners {
-		for _, k := range sortedKeys(newDesired[o]) {
-			consider(k, newDesired[o][k])
-		}
-	}
-	for _, k := range sortedKeys(removedOwner) {
-		if !stillDesired(k) {
-			del(k)
-		}
-	}
+	r.planDesires(p, owners)
+	dels := r.planRemovals(p, owners)
 	if r.reassert {
-		// re-assert unchanged owners' flows against what the bridge really holds
-		for _, o := range sortedKeys(r.desired) {
-			if _, changed := changes[o]; changed {
-				continue
-			}
-			for _, k := range sortedKeys(r.desired[o]) {
-				if r.owner[k] == o {
-					if _, done := newInstalled[k]; !done {
-						consider(k, r.desired[o][k])
-					}
-				}
-			}
-		}
+		r.planReassert(p, changes)
 	}
 	if sweep {
-		for _, k := range sortedKeys(r.installed) {
-			if !stillDesired(k) {
-				del(k)
-			}
-		}
+		dels = append(dels, r.strays(p)...)
+	}
+	for _, k := range dels {
+		r.planDelete(p, k)
 	}
 
-	if err := r.sw.Bundle(ctx, mods); err != nil {
+	if err := r.sw.Bundle(ctx, p.mods); err != nil {
 		return err
 	}
+	r.commit(p)
+	return nil
+}
 
-	// commit the new state to the cache only now
-	for k, e := range newInstalled {
-		if e == nil {
-			delete(r.installed, k)
-		} else {
-			r.installed[k] = e
+// prepare turns an owner's flows into what the reconciler keeps: the
+// caller's slice itself when every flow already carries the cookie, else
+// a copy with it, and the flows' keys.
+func (r *Reconciler) prepare(fs []Flow) *ownerFlows {
+	for i := range fs {
+		if fs[i].Cookie != r.cookie {
+			fs = append([]Flow(nil), fs...)
+			for j := range fs {
+				fs[j].Cookie = r.cookie
+			}
+			break
+		}
+	}
+	of := &ownerFlows{flows: fs, keys: make([]flowKey, len(fs))}
+	for i := range fs {
+		of.keys[i] = keyOf(&fs[i])
+	}
+	return of
+}
+
+// slotOf is a slot as this plan leaves it so far.
+func (r *Reconciler) slotOf(p *plan, k flowKey) slot {
+	if s, ok := p.next[k]; ok {
+		return s
+	}
+	return r.slots[k]
+}
+
+// planDesires makes every flow of the changed owners desired and brings
+// the bridge's entry to it. When two owners desire one entry, the last in
+// owner order keeps it (as OpenFlow can hold only one).
+func (r *Reconciler) planDesires(p *plan, owners []string) {
+	for _, o := range owners {
+		of := p.owners[o]
+		for i := range of.flows {
+			s := r.slotOf(p, of.keys[i])
+			s.owner, s.want = o, &of.flows[i]
+			p.next[of.keys[i]] = s
 		}
 	}
 	for _, o := range owners {
-		for k := range r.desired[o] {
-			if r.owner[k] == o {
-				delete(r.owner, k)
+		of := p.owners[o]
+		for i := range of.flows {
+			if s := p.next[of.keys[i]]; s.want == &of.flows[i] {
+				p.next[of.keys[i]] = r.install(p, s)
 			}
 		}
-		if len(newDesired[o]) == 0 {
-			delete(r.desired, o)
-		} else {
-			r.desired[o] = newDesired[o]
+	}
+}
+
+// install adds to the bundle what brings the bridge's entry from s.have
+// to s.want, and returns the slot with the bridge holding s.want.
+func (r *Reconciler) install(p *plan, s slot) slot {
+	switch {
+	case s.have == nil:
+		p.mods = append(p.mods, FlowMod{Command: CmdAdd, Flow: *s.want})
+	case sameContent(s.have, s.want):
+	case sameHeader(s.have, s.want):
+		// only the actions differ: modify in place, keeping counters
+		p.mods = append(p.mods, FlowMod{Command: CmdModifyStrict, Flow: *s.want})
+	default:
+		// ADD replaces the entry atomically; OpenFlow 1.3 modify cannot change a cookie
+		p.mods = append(p.mods, FlowMod{Command: CmdAdd, Flow: *s.want})
+	}
+	s.have = s.want
+	return s
+}
+
+// planRemovals lists the entries the changed owners had and nobody desires
+// any more (an entry another owner desires stays).
+func (r *Reconciler) planRemovals(p *plan, owners []string) []flowKey {
+	var dels []flowKey
+	for _, o := range owners {
+		old := r.owners[o]
+		if old == nil {
+			continue
 		}
-		for k := range newDesired[o] {
-			r.owner[k] = o
+		for _, k := range old.keys {
+			if _, touched := p.next[k]; touched {
+				continue // desired again (or already listed)
+			}
+			if s := r.slots[k]; s.owner == o {
+				p.next[k] = slot{have: s.have}
+				dels = append(dels, k)
+			}
+		}
+	}
+	return dels
+}
+
+// planReassert re-sends the unchanged owners' flows the bridge does not
+// hold as desired (after Adopt or Reset).
+func (r *Reconciler) planReassert(p *plan, changes map[string][]Flow) {
+	for _, o := range sortedKeys(r.owners) {
+		if _, changed := changes[o]; changed {
+			continue
+		}
+		of := r.owners[o]
+		for i, k := range of.keys {
+			if _, touched := p.next[k]; touched {
+				continue
+			}
+			if s := r.slots[k]; s.want == &of.flows[i] && s.have != s.want {
+				p.next[k] = r.install(p, s)
+			}
+		}
+	}
+}
+
+// strays lists, in a stable order, the entries the bridge holds that no
+// owner desires once this plan is done and that no other step deletes.
+func (r *Reconciler) strays(p *plan) []flowKey {
+	var ks []flowKey
+	for k, s := range r.slots {
+		if _, touched := p.next[k]; !touched && s.want == nil && s.have != nil {
+			ks = append(ks, k)
+		}
+	}
+	sort.Slice(ks, func(i, j int) bool { return bytes.Compare(ks[i][:], ks[j][:]) < 0 })
+	return ks
+}
+
+// planDelete deletes the entry from the bridge (if it holds it) and drops
+// the slot.
+func (r *Reconciler) planDelete(p *plan, k flowKey) {
+	if have := r.slotOf(p, k).have; have != nil {
+		p.mods = append(p.mods, FlowMod{Command: CmdDeleteStrict,
+			Flow: Flow{Table: have.Table, Priority: have.Priority, Match: have.Match, rawMatch: have.rawMatch}})
+	}
+	p.next[k] = slot{}
+}
+
+// commit makes a plan whose bundle succeeded the reconciler's state.
+func (r *Reconciler) commit(p *plan) {
+	for k, s := range p.next {
+		if s == (slot{}) {
+			delete(r.slots, k)
+		} else {
+			r.slots[k] = s
+		}
+	}
+	for o, of := range p.owners {
+		if len(of.flows) == 0 {
+			delete(r.owners, o)
+		} else {
+			r.owners[o] = of
 		}
 	}
 	r.reassert = false
-	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -280,45 +389,72 @@ type InstalledFlow struct {
 // Installed returns the installed flows ordered by table, priority
 // (highest first) and match, for `ovs-agent explain`.
 func (r *Reconciler) Installed() []InstalledFlow {
-	// Sort by the map keys (Flow.Key, already rendered): rendering keys in the
-	// comparator cost O(n log n) renders, 0.4 s for 20k flows at every start.
-	type keyed struct {
-		key string
-		f   InstalledFlow
-	}
 	r.mu.Lock()
-	ks := make([]keyed, 0, len(r.installed))
-	for k, e := range r.installed {
-		ks = append(ks, keyed{key: k, f: InstalledFlow{Owner: r.owner[k], Flow: e.flow}})
+	out := make([]InstalledFlow, 0, len(r.slots))
+	for _, s := range r.slots {
+		if s.have != nil {
+			out = append(out, InstalledFlow{Owner: s.owner, Flow: *s.have})
+		}
 	}
 	r.mu.Unlock()
-	sort.Slice(ks, func(i, j int) bool {
-		a, b := &ks[i].f.Flow, &ks[j].f.Flow
-		if a.Table != b.Table {
-			return a.Table < b.Table
+	order := flowOrder(len(out), func(i int) *Flow { return &out[i].Flow })
+	sorted := make([]InstalledFlow, len(out))
+	for i, j := range order {
+		sorted[i] = out[j]
+	}
+	return sorted
+}
+
+// Desired returns the desired flows of one owner (one per entry), in the
+// order of Installed.
+func (r *Reconciler) Desired(owner string) []Flow {
+	r.mu.Lock()
+	var fs []Flow
+	if of := r.owners[owner]; of != nil {
+		for i, k := range of.keys {
+			if r.slots[k].want == &of.flows[i] {
+				fs = append(fs, of.flows[i])
+			}
 		}
-		if a.Priority != b.Priority {
-			return a.Priority > b.Priority
-		}
-		return ks[i].key < ks[j].key
-	})
-	out := make([]InstalledFlow, len(ks))
-	for i := range ks {
-		out[i] = ks[i].f
+	}
+	r.mu.Unlock()
+	out := make([]Flow, len(fs))
+	for i, j := range flowOrder(len(fs), func(i int) *Flow { return &fs[i] }) {
+		out[i] = fs[j]
 	}
 	return out
 }
 
-// Desired returns the desired flows of one owner.
-func (r *Reconciler) Desired(owner string) []Flow {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	m := r.desired[owner]
-	out := make([]Flow, 0, len(m))
-	for _, k := range sortedKeys(m) {
-		out = append(out, m[k].flow)
+// flowOrder returns the indexes of n flows ordered by table, priority
+// (highest first) and match text. Each key is rendered once: rendering in
+// the comparator cost O(n log n) renders, 0.4 s for 20k flows at every start.
+func flowOrder(n int, flow func(i int) *Flow) []int {
+	type keyed struct {
+		table uint8
+		prio  uint16
+		key   string
+		i     int
 	}
-	return out
+	ks := make([]keyed, n)
+	for i := range ks {
+		f := flow(i)
+		ks[i] = keyed{table: f.Table, prio: f.Priority, key: f.Key(), i: i}
+	}
+	sort.Slice(ks, func(i, j int) bool {
+		a, b := &ks[i], &ks[j]
+		if a.table != b.table {
+			return a.table < b.table
+		}
+		if a.prio != b.prio {
+			return a.prio > b.prio
+		}
+		return a.key < b.key
+	})
+	order := make([]int, n)
+	for i := range ks {
+		order[i] = ks[i].i
+	}
+	return order
 }
 
 // Counts returns the number of installed flows per table (for metrics).
@@ -326,8 +462,10 @@ func (r *Reconciler) Counts() map[uint8]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c := map[uint8]int{}
-	for _, e := range r.installed {
-		c[e.flow.Table]++
+	for _, s := range r.slots {
+		if s.have != nil {
+			c[s.have.Table]++
+		}
 	}
 	return c
 }
