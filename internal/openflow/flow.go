@@ -86,14 +86,17 @@ const (
 // held as the field's natural width in the low bits of Value (integers,
 // MACs as 48 bits, IPv4 as 32 bits); IPv6 addresses and ct_label use Value128.
 // A zero Mask with HasMask false means an exact match.
+//
+// Field order packs it in 56 bytes instead of 64: a flow holds five of them
+// on average, 220k at 1,000 ports.
 type MatchField struct {
 	Field    FieldID
 	Reg      uint8 // for FieldReg
-	Value    uint64
-	Mask     uint64
 	HasMask  bool
 	Value128 [16]byte // FieldIPv6Src/Dst, FieldNDTarget, FieldCtLabel
 	Mask128  [16]byte
+	Value    uint64
+	Mask     uint64
 }
 
 // Ethernet types the pipelines match on.
