@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -102,6 +103,7 @@ func TestScaleHeap(t *testing.T) {
 	wire := time.Since(t0)
 	flows := fl.flows()
 	in := liveHeap()
+	rss := procRSS()
 	writeHeap(t)
 	r.stop()
 	r.a, fl, r = nil, nil, nil
@@ -109,6 +111,24 @@ func TestScaleHeap(t *testing.T) {
 	runtime.KeepAlive(sw)
 	runtime.KeepAlive(srv)
 	live := in.HeapAlloc - out.HeapAlloc
-	t.Logf("%d ports, %d flows: wired in %v; heap in sync: alloc %.1f MiB, inuse %.1f MiB, sys %.1f MiB; agent + reconcilers %.1f MiB (%.0f B/flow)",
-		n, flows, wire.Round(time.Millisecond), mib(in.HeapAlloc), mib(in.HeapInuse), mib(in.HeapSys), mib(live), float64(live)/float64(max(flows, 1)))
+	t.Logf("%d ports, %d flows: wired in %v; heap in sync: alloc %.1f MiB, inuse %.1f MiB, sys %.1f MiB; agent + reconcilers %.1f MiB (%.0f B/flow); test process (fakes included) %s, %d GCs",
+		n, flows, wire.Round(time.Millisecond), mib(in.HeapAlloc), mib(in.HeapInuse), mib(in.HeapSys), mib(live), float64(live)/float64(max(flows, 1)), rss, in.NumGC)
+}
+
+// procRSS is this process's resident set now and at its peak (Linux).
+func procRSS() string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "RSS unknown"
+	}
+	var rss, hwm string
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			rss = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			hwm = strings.TrimSpace(v)
+		}
+	}
+	return "RSS " + rss + " (peak " + hwm + ")"
 }
