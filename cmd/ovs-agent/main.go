@@ -180,6 +180,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	}()
 	log.Info("starting", "host", cfg.Default.Host, "transport_url", cfg.Default.Transport.String(),
 		"files", strings.Join(cfg.Files, ","))
+	applyMemoryLimit(cfg, log)
 	if err := run(ctx, cfg, log); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("agent stopped", "err", err)
 		if logPath(o, cfg) != "" {

@@ -146,6 +146,12 @@ type OVSAgentOptions struct {
 	// DeviceListChunkSize chunks update_device_list calls; 0 (default) uses
 	// [DEFAULT] rpc_resources_processing_step like the reference.
 	DeviceListChunkSize int
+	// MemoryLimitMiB is the Go runtime's soft memory limit
+	// (runtime/debug.SetMemoryLimit) in MiB; 0 (default) sets none. The
+	// GOMEMLIMIT environment variable, when set, wins. With 40 at 1,000
+	// ports the agent's RSS in sync drops from ~86 to ~51 MiB for more GC
+	// CPU while wiring (docs/notes/agent.md, "RSS at 1,000 ports").
+	MemoryLimitMiB int
 }
 
 // DeviceListChunk is the effective update_device_list chunk size.

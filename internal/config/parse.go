@@ -269,6 +269,7 @@ func Parse(raw *Raw) (*Config, error) {
 		w.BatchWindow = time.Duration(ms) * time.Millisecond
 	}
 	p.integer(own, "device_list_chunk_size", &w.DeviceListChunkSize, 0, math.MaxInt)
+	p.integer(own, "memory_limit_mib", &w.MemoryLimitMiB, 0, 1<<20)
 
 	if p.err != nil {
 		return nil, p.err
