@@ -148,9 +148,11 @@ type OVSAgentOptions struct {
 	DeviceListChunkSize int
 	// MemoryLimitMiB is the Go runtime's soft memory limit
 	// (runtime/debug.SetMemoryLimit) in MiB; 0 (default) sets none. The
-	// GOMEMLIMIT environment variable, when set, wins. With 40 at 1,000
-	// ports the agent's RSS in sync drops from ~86 to ~51 MiB for more GC
-	// CPU while wiring (docs/notes/agent.md, "RSS at 1,000 ports").
+	// GOMEMLIMIT environment variable, when set, wins. Set it above the
+	// live heap (below it the collector runs nearly non-stop while the agent
+	// works): the fake scale test's process with 40 at 1,000 ports has an
+	// RSS in sync of ~52 instead of ~86-99 MiB, for 2-3x the GCs while
+	// wiring (docs/notes/agent.md, "RSS at 1,000 ports").
 	MemoryLimitMiB int
 }
 
