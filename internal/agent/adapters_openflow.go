@@ -167,6 +167,26 @@ func (o *OFBridges) Reset(bridge string) {
 	}
 }
 
+// Reread implements Flows.
+func (o *OFBridges) Reread(ctx context.Context, bridge string, sweep bool) error {
+	b, err := o.get(bridge)
+	if err != nil {
+		return err
+	}
+	if err := b.rec.Adopt(ctx); err != nil {
+		return fmt.Errorf("openflow: re-read %s: %w", bridge, err)
+	}
+	if sweep {
+		err = b.rec.ApplyAndSweep(ctx, nil)
+	} else {
+		err = b.rec.Apply(ctx, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("openflow: re-assert %s: %w", bridge, err)
+	}
+	return nil
+}
+
 // CanaryPresent implements Flows: br-int's table 23 holds the canary.
 func (o *OFBridges) CanaryPresent(ctx context.Context, bridge string) (bool, error) {
 	b, err := o.get(bridge)

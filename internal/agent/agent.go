@@ -150,6 +150,7 @@ type Agent struct {
 	syncFlag      atomic.Bool
 	lastBatchSent time.Time
 	lastBatchEnd  time.Time         // when the loop's last batch returned (zero: none yet)
+	reread        map[string]bool   // bridges whose flows are re-read before the next apply (OpenFlow reconnect)
 	ct            *conntrackCleaner // nil without Deps.Conntrack
 }
 
@@ -177,6 +178,7 @@ func New(opt Options, d Deps) *Agent {
 		vlans:       pipeline.NewVLANManager(),
 		fw:          &firewall.State{Config: opt.Firewall, Ports: map[string]firewall.Port{}, Groups: map[string]firewall.SecurityGroup{}, Members: map[string][]firewall.Member{}},
 		ports:       map[string]*portRec{},
+		reread:      map[string]bool{},
 		fwPorts:     map[string]firewall.Port{},
 		netPorts:    map[pipeline.NetKey]map[string]bool{},
 		fdb:         map[string]map[netip.Addr]*pipeline.RemoteFDB{},
@@ -278,8 +280,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		case r := <-a.results:
 			a.onReportResult(r)
 		case ev := <-ofEvents:
-			a.log.Info("agent: OpenFlow connection (re)established", "bridge", ev.Bridge)
-			a.checkCanary = true
+			a.onFlowsReconnect(ev)
 		case <-canary:
 			a.checkCanary = true
 		case <-wake.C:
@@ -341,8 +342,7 @@ func (a *Agent) coalesce(ctx context.Context, window time.Duration, portEvents <
 			a.onReportResult(r)
 			continue
 		case ev := <-ofEvents:
-			a.log.Info("agent: OpenFlow connection (re)established", "bridge", ev.Bridge)
-			a.checkCanary = true
+			a.onFlowsReconnect(ev)
 			continue
 		default:
 		}
@@ -362,12 +362,22 @@ func (a *Agent) coalesce(ctx context.Context, window time.Duration, portEvents <
 		case r := <-a.results:
 			a.onReportResult(r)
 		case ev := <-ofEvents:
-			a.log.Info("agent: OpenFlow connection (re)established", "bridge", ev.Bridge)
-			a.checkCanary = true
+			a.onFlowsReconnect(ev)
 		case <-expired:
 			return true
 		}
 	}
+}
+
+// onFlowsReconnect: a bridge's OpenFlow connection came back. ovs-vswitchd
+// may have restarted: with empty tables (the canary tells) or with flows
+// restored by someone else (ovs-ctl restart saves and restores them, minus
+// flags such as reset_counts), so what the reconciler believes is installed
+// is re-read from the bridge.
+func (a *Agent) onFlowsReconnect(ev DataplaneEvent) {
+	a.log.Info("agent: OpenFlow connection (re)established", "bridge", ev.Bridge)
+	a.checkCanary = true
+	a.reread[ev.Bridge] = true
 }
 
 // armWake sets the timer to the earliest pending retry or deadline.

@@ -42,6 +42,7 @@ func (a *Agent) batch(ctx context.Context) {
 			return
 		}
 	}
+	a.rereadFlows(ctx)
 	if !a.started {
 		return // the monitor's snapshot has not arrived yet
 	}
@@ -137,6 +138,20 @@ func (a *Agent) handleOVSRestart(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+// rereadFlows re-reads the flows of the bridges whose OpenFlow connection
+// came back and re-sends whatever differs from the desired state; once the
+// bridge was swept, flows no owner desires go as well. A failure is retried
+// with the next batch.
+func (a *Agent) rereadFlows(ctx context.Context) {
+	for _, br := range sortedKeys(a.reread) {
+		if err := a.d.Flows.Reread(ctx, br, a.sweptBr[br]); err != nil {
+			a.log.Warn("agent: re-reading flows after a reconnect failed; retrying", "bridge", br, "err", err)
+			continue
+		}
+		delete(a.reread, br)
+	}
 }
 
 // adoptTunnels takes the tunnel ports OVSDB has into the state, so their

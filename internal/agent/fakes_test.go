@@ -157,6 +157,7 @@ type fakeFlows struct {
 	tables  map[string]map[string]fakeEntry // bridge → flow key → entry
 	bundles int
 	fail    int
+	rereads map[string]int // bridge → Reread calls
 	events  chan DataplaneEvent
 }
 
@@ -203,6 +204,17 @@ func (f *fakeFlows) Apply(_ context.Context, br string, ch FlowChange) error {
 }
 
 func (f *fakeFlows) Reset(string) {}
+
+// Reread counts the calls: the fake's tables are always what was applied.
+func (f *fakeFlows) Reread(_ context.Context, br string, _ bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rereads == nil {
+		f.rereads = map[string]int{}
+	}
+	f.rereads[br]++
+	return nil
+}
 
 func (f *fakeFlows) Cookie(br string) uint64 { return uint64(len(br)) << 32 }
 

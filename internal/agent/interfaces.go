@@ -154,6 +154,11 @@ type Flows interface {
 	// Reset forgets what the reconciler believes is installed on the bridge
 	// (after ovs-vswitchd restarted, the switch's tables are empty).
 	Reset(bridge string)
+	// Reread re-reads what the bridge holds (after a reconnect it may differ
+	// from what was installed: flows restored by ovs-ctl lose their flags)
+	// and re-sends what differs from the desired flows; with sweep, flows no
+	// owner desires are deleted in the same bundle.
+	Reread(ctx context.Context, bridge string, sweep bool) error
 	// CanaryPresent reports whether br-int still has the canary flow in
 	// table 23; false means ovs-vswitchd restarted and lost every flow.
 	CanaryPresent(ctx context.Context, bridge string) (bool, error)

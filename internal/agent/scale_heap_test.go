@@ -53,6 +53,9 @@ func (f *recFlows) Reset(br string)               { f.rec(br).Reset() }
 func (f *recFlows) Cookie(br string) uint64       { return f.rec(br).Cookie() }
 func (f *recFlows) Events() <-chan DataplaneEvent { return nil }
 
+// Reread never finds anything new: nullSwitch holds nothing.
+func (f *recFlows) Reread(context.Context, string, bool) error { return nil }
+
 func (f *recFlows) CanaryPresent(_ context.Context, br string) (bool, error) {
 	return f.rec(br).Counts()[23] > 0, nil
 }

@@ -52,3 +52,63 @@ func TestKeepCookieSendsOnlyChanges(t *testing.T) {
 		t.Fatalf("%d flows carry the kept cookie, want %d", len(byCookie), 49*20)
 	}
 }
+
+// TestAdoptReassertsRestoredFlows: ovs-ctl restart saves the flows and
+// restores them into the new ovs-vswitchd, minus flags such as
+// reset_counts. The reconciler still believes its own flows are installed;
+// re-reading the bridge (Adopt) and applying nothing re-sends exactly the
+// flows that differ.
+func TestAdoptReassertsRestoredFlows(t *testing.T) {
+	o, br, c := testBridge(t, Options{})
+	ctx := context.Background()
+	sw := &recordingSwitch{Conn: c}
+	rec := NewReconciler(sw, 0xaaaa)
+	base := []Flow{
+		{Table: 71, Priority: 0, Flags: FlagResetCounts, Actions: []Action{Drop{}}},
+		{Table: 94, Priority: 1, Flags: FlagResetCounts, Actions: []Action{Output{PortNormal}}},
+	}
+	if err := rec.Apply(ctx, map[string][]Flow{"base": base, "port:1": portFlows(1, 3)}); err != nil {
+		t.Fatal(err)
+	}
+	// what a restore by ovs-save leaves: the same entries, no flags
+	for _, f := range []string{"cookie=0xaaaa,table=71,priority=0,actions=drop", "cookie=0xaaaa,table=94,priority=1,actions=NORMAL"} {
+		if _, err := o.Ofctl("add-flow", br, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flagged := func() int {
+		fs, err := c.DumpFlows(ctx, TableAll, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, f := range fs {
+			if f.Flags&FlagResetCounts != 0 {
+				n++
+			}
+		}
+		return n
+	}
+	if n := flagged(); n != 0 {
+		t.Fatalf("%d flows still flagged after the restore", n)
+	}
+	sw.last = nil
+	if err := rec.Apply(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(sw.last) != 0 {
+		t.Fatalf("without a re-read the reconciler sent %d mods (it cannot know)", len(sw.last))
+	}
+	if err := rec.Adopt(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Apply(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(sw.last) != 2 {
+		t.Fatalf("re-read + apply sent %d mods, want the 2 flows that lost their flags: %v", len(sw.last), sw.last)
+	}
+	if n := flagged(); n != 2 {
+		t.Fatalf("%d flows flagged reset_counts after the re-read, want 2", n)
+	}
+}
