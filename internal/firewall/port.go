@@ -1,7 +1,6 @@
 package firewall
 
 import (
-	"encoding/binary"
 	"net"
 	"net/netip"
 
@@ -312,10 +311,7 @@ func fieldHash(m of.MatchField) uint64 {
 	if m.HasMask {
 		h = mix(h ^ m.Mask ^ 1<<63)
 	}
-	for i := 0; i < 16; i += 8 {
-		h = mix(h ^ binary.BigEndian.Uint64(m.Value128[i:]) ^ binary.BigEndian.Uint64(m.Mask128[i:])<<1)
-	}
-	return h
+	return mix(h ^ m.ValueHi ^ m.MaskHi<<1) // high halves of 128-bit fields
 }
 
 // entryHash is commutative over the match fields: field order does not

@@ -280,7 +280,7 @@ func appendOXM(b []byte, mf *MatchField) ([]byte, error) {
 			hasMask = false
 		}
 	}
-	if hasMask && fi.bytes == 16 && allOnes(mf.Mask128[:]) {
+	if hasMask && fi.bytes == 16 && mf.Mask == ^uint64(0) && mf.MaskHi == ^uint64(0) {
 		hasMask = false
 	}
 	n := fi.bytes
@@ -289,15 +289,15 @@ func appendOXM(b []byte, mf *MatchField) ([]byte, error) {
 	}
 	b = be32(b, nxmHeader(fi.class, fi.field, hasMask, n))
 	if fi.bytes == 16 {
-		v := mf.Value128
+		hi, lo := mf.ValueHi, mf.Value
 		if hasMask {
-			for i := range v {
-				v[i] &= mf.Mask128[i]
-			}
+			hi, lo = hi&mf.MaskHi, lo&mf.Mask
 		}
-		b = append(b, v[:]...)
+		b = binary.BigEndian.AppendUint64(b, hi)
+		b = binary.BigEndian.AppendUint64(b, lo)
 		if hasMask {
-			b = append(b, mf.Mask128[:]...)
+			b = binary.BigEndian.AppendUint64(b, mf.MaskHi)
+			b = binary.BigEndian.AppendUint64(b, mf.Mask)
 		}
 		return b, nil
 	}

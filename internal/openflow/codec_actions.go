@@ -323,7 +323,8 @@ func appendSetField(b []byte, f MatchField) ([]byte, error) {
 	}
 	b = be32(b, nxmHeader(fi.class, fi.field, false, fi.bytes))
 	if fi.bytes == 16 {
-		b = append(b, f.Value128[:]...)
+		v := f.Value128()
+		b = append(b, v[:]...)
 	} else {
 		b = appendUint(b, v, fi.bytes)
 	}

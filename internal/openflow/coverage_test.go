@@ -12,9 +12,9 @@ func extraFlows() []Flow {
 	p3 := uint32(3)
 	var label MatchField
 	label.Field = FieldCtLabel
-	label.Value128[15] = 0x5
+	label.Value = 0x5 // the last of the 16 bytes
 	label.HasMask = true
-	label.Mask128[15] = 0xff
+	label.Mask = 0xff
 	return []Flow{
 		{Table: 21, Priority: 1, Match: Match{DlVlan(5), EthType(EthTypeARP), ARPTpa(pfx("10.0.0.5")), ARPOp(1)},
 			Actions: []Action{
@@ -36,7 +36,7 @@ func extraFlows() []Flow {
 		{Table: 1, Priority: 10, Match: Match{PktMark(0x10), RegMasked(3, 0x10, 0xf0), MatchField{Field: FieldMetadata, Value: 0x5, Mask: 0xff, HasMask: true}, label},
 			Actions: []Action{Load{Dst: RegRef(6, 0, 16), Value: 7}, Load{Dst: RegRef(7, 4, 4), Value: 1}, OutputReg{Src: RegRef(5, 0, 16)}, Note{Data: []byte{1, 2, 3}}}},
 		{Table: 1, Priority: 11, Match: Match{EthType(EthTypeIPv4), IPProto(IPProtoUDP), UDPDst(53, 0xffff)},
-			Actions: []Action{CT{Commit: true, Zone: 7, NAT: true, Table: u8(2)}, CT{ZoneSrc: &zoneReg6, Exec: []Action{Load{Dst: FieldRef{Field: FieldCtMark, Ofs: 0, NBits: 1}, Value: 1}, SetField{Field: MatchField{Field: FieldCtLabel, Value128: [16]byte{15: 1}}}}, Commit: true}}},
+			Actions: []Action{CT{Commit: true, Zone: 7, NAT: true, Table: u8(2)}, CT{ZoneSrc: &zoneReg6, Exec: []Action{Load{Dst: FieldRef{Field: FieldCtMark, Ofs: 0, NBits: 1}, Value: 1}, SetField{Field: MatchField{Field: FieldCtLabel, Value: 1}}}, Commit: true}}},
 		{Table: 10, Priority: 2, Actions: []Action{Learn{Table: 20, IdleTimeout: 10, Priority: 3, FinIdleTimeout: 2, FinHardTimeout: 4, Specs: []LearnSpec{
 			{Kind: LearnMatchValue, Dst: FieldRef{Field: FieldEthType}, Value: EthTypeIPv4},
 			{Kind: LearnMatchValue, Dst: RegRef(1, 0, 8), Value: 5},

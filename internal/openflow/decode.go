@@ -209,7 +209,9 @@ func decodeMatch(p []byte) (Match, int, error) {
 		if !ok {
 			// keep the flow: an unknown field becomes a marker that renders
 			// and keys distinctly, so the reconciler sees it as foreign
-			mf = MatchField{Field: fieldUnknown, Value: uint64(h), Value128: hash16(body)}
+			// (Value: the OXM header; ValueHi:MaskHi: the body's first 16 bytes)
+			mf = MatchField{Field: fieldUnknown, Value: uint64(h)}
+			mf.ValueHi, mf.MaskHi = split128(hash16(body))
 		}
 		m = append(m, mf)
 	}
@@ -250,9 +252,9 @@ func decodeOXMField(class uint16, field uint8, hasMask bool, body []byte) (Match
 	}
 	mf := MatchField{Field: id, Reg: reg, HasMask: hasMask}
 	if w == 16 {
-		copy(mf.Value128[:], body[:16])
+		mf.SetValue128([16]byte(body[:16]))
 		if hasMask {
-			copy(mf.Mask128[:], body[16:32])
+			mf.SetMask128([16]byte(body[16:32]))
 		}
 		return mf, true
 	}

@@ -95,9 +95,7 @@ func (m Match) view() *matchView {
 		if mf.HasMask {
 			c := *mf
 			c.Value &= c.Mask
-			for j := range c.Value128 {
-				c.Value128[j] &= c.Mask128[j]
-			}
+			c.ValueHi &= c.MaskHi
 			mf = &c
 		}
 		if mf.Field == fieldUnknown {
@@ -158,10 +156,11 @@ func (m Match) format(priority int) string {
 	}
 	if mf := v.f[FieldCtLabel]; mf != nil {
 		b.WriteString("ct_label=")
-		b.WriteString(hexBytes(mf.Value128[:]))
-		if mf.HasMask && !allOnes(mf.Mask128[:]) {
+		v, m := mf.Value128(), mf.Mask128()
+		b.WriteString(hexBytes(v[:]))
+		if mf.HasMask && !allOnes(m[:]) {
 			b.WriteByte('/')
-			b.WriteString(hexBytes(mf.Mask128[:]))
+			b.WriteString(hexBytes(m[:]))
 		}
 		b.WriteByte(',')
 	}
@@ -305,7 +304,7 @@ func (m Match) format(priority int) string {
 		writeBE16Masked(&b, "tp_dst", dst)
 	}
 	for _, mf := range v.unknown {
-		fmt.Fprintf(&b, "unknown_oxm=0x%08x:%x,", uint32(mf.Value), mf.Value128)
+		fmt.Fprintf(&b, "unknown_oxm=0x%08x:%x,", uint32(mf.Value), join128(mf.ValueHi, mf.MaskHi))
 	}
 	s := b.String()
 	return strings.TrimSuffix(s, ",")
@@ -490,16 +489,17 @@ func writeIPv6Masked(b *strings.Builder, name string, mf *MatchField) {
 	if mf == nil {
 		return
 	}
-	if mf.HasMask && allZero(mf.Mask128[:]) {
+	mask := mf.Mask128()
+	if mf.HasMask && allZero(mask[:]) {
 		return
 	}
 	b.WriteString(name)
 	b.WriteByte('=')
-	b.WriteString(formatIPv6(mf.Value128))
-	if mf.HasMask && !allOnes(mf.Mask128[:]) {
+	b.WriteString(formatIPv6(mf.Value128()))
+	if mf.HasMask && !allOnes(mask[:]) {
 		n, cidr := 0, true
 		for i := 0; i < 128; i++ {
-			bit := mf.Mask128[i/8]&(0x80>>(i%8)) != 0
+			bit := mask[i/8]&(0x80>>(i%8)) != 0
 			if bit {
 				if n != i {
 					cidr = false
@@ -512,7 +512,7 @@ func writeIPv6Masked(b *strings.Builder, name string, mf *MatchField) {
 		if cidr {
 			b.WriteString(strconv.Itoa(n))
 		} else {
-			b.WriteString(formatIPv6(mf.Mask128))
+			b.WriteString(formatIPv6(mask))
 		}
 	}
 	b.WriteByte(',')

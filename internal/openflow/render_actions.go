@@ -162,7 +162,7 @@ func formatValue(fi fieldInfo, f MatchField) string {
 	case fmtIPv4:
 		return formatIPv4(uint32(f.Value))
 	case fmtIPv6:
-		return formatIPv6(f.Value128)
+		return formatIPv6(f.Value128())
 	case fmtPort:
 		return formatPort(uint32(f.Value))
 	case fmtDec:
@@ -171,7 +171,8 @@ func formatValue(fi fieldInfo, f MatchField) string {
 		return formatCtState(&MatchField{Value: f.Value})
 	}
 	if fi.bytes == 16 {
-		return hexBytes(f.Value128[:])
+		v := f.Value128()
+		return hexBytes(v[:])
 	}
 	return hex0(f.Value)
 }
