@@ -141,7 +141,7 @@ func AppendFlowMod(b []byte, xid uint32, fm *FlowMod) ([]byte, error) {
 	b = be16(b, f.Flags)
 	b = pad(b, 2)
 	var err error
-	if f.rawMatch != nil {
+	if f.rawMatch != "" {
 		b = append(b, f.rawMatch...)
 	} else if b, err = appendMatch(b, f.Match); err != nil {
 		return nil, err

@@ -131,7 +131,7 @@ func decodeFlowStats(p []byte) (Flow, error) {
 	f.Match = m
 	for _, mf := range m {
 		if mf.Field == fieldUnknown {
-			f.rawMatch = append([]byte(nil), p[48:48+n]...)
+			f.rawMatch = string(p[48 : 48+n])
 			break
 		}
 	}
