@@ -102,7 +102,9 @@ func TestScaleHeap(t *testing.T) {
 		id := fmt.Sprintf("port-%05d", i)
 		sw.plug(id, "tap"+id[5:], scaleMAC(i))
 	}
-	r.waitSync("all wired")
+	for !allActive(srv) { // an in-sync batch may come before the plugs
+		r.waitSync("all wired")
+	}
 	wire := time.Since(t0)
 	flows := fl.flows()
 	in := liveHeap()
