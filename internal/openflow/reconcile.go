@@ -58,18 +58,28 @@ func keyOf(f *Flow) flowKey {
 // ownerFlows is one owner's desired flows and their keys (keys[i] is
 // flows[i]'s). flows is never modified once stored.
 type ownerFlows struct {
+	name  string
 	flows []Flow
 	keys  []flowKey
 }
 
-// slot is the state of one entry. want points into owners[owner].flows
-// (nil: nobody desires the entry); have is what the bridge holds (nil:
-// not installed), == want once the bridge holds the desired flow, else an
+// slot is the state of one entry (24 bytes: there is one per flow). owner
+// is the ownerFlows that desires it and want points into its flows (both
+// nil: nobody desires the entry); have is what the bridge holds (nil: not
+// installed), == want once the bridge holds the desired flow, else an
 // adopted flow or the previous version of the owner's flow.
 type slot struct {
-	owner string
+	owner *ownerFlows
 	want  *Flow
 	have  *Flow
+}
+
+// ownerName is the name of the owner desiring the entry, "" if none.
+func (s slot) ownerName() string {
+	if s.owner == nil {
+		return ""
+	}
+	return s.owner.name
 }
 
 // sameContent: the bridge's entry needs no change (cookie, flags,
@@ -198,7 +208,7 @@ func (r *Reconciler) apply(ctx context.Context, changes map[string][]Flow, sweep
 	owners := sortedKeys(changes)
 	p := &plan{owners: make(map[string]*ownerFlows, len(owners)), next: map[flowKey]slot{}}
 	for _, o := range owners {
-		p.owners[o] = r.prepare(changes[o])
+		p.owners[o] = r.prepare(o, changes[o])
 	}
 	r.planDesires(p, owners)
 	dels := r.planRemovals(p, owners)
@@ -222,7 +232,7 @@ func (r *Reconciler) apply(ctx context.Context, changes map[string][]Flow, sweep
 // prepare turns an owner's flows into what the reconciler keeps: the
 // caller's slice itself when every flow already carries the cookie, else
 // a copy with it, and the flows' keys.
-func (r *Reconciler) prepare(fs []Flow) *ownerFlows {
+func (r *Reconciler) prepare(owner string, fs []Flow) *ownerFlows {
 	for i := range fs {
 		if fs[i].Cookie != r.cookie {
 			fs = append([]Flow(nil), fs...)
@@ -232,7 +242,7 @@ func (r *Reconciler) prepare(fs []Flow) *ownerFlows {
 			break
 		}
 	}
-	of := &ownerFlows{flows: fs, keys: make([]flowKey, len(fs))}
+	of := &ownerFlows{name: owner, flows: fs, keys: make([]flowKey, len(fs))}
 	for i := range fs {
 		of.keys[i] = keyOf(&fs[i])
 	}
@@ -255,7 +265,7 @@ func (r *Reconciler) planDesires(p *plan, owners []string) {
 		of := p.owners[o]
 		for i := range of.flows {
 			s := r.slotOf(p, of.keys[i])
-			s.owner, s.want = o, &of.flows[i]
+			s.owner, s.want = of, &of.flows[i]
 			p.next[of.keys[i]] = s
 		}
 	}
@@ -300,7 +310,7 @@ func (r *Reconciler) planRemovals(p *plan, owners []string) []flowKey {
 			if _, touched := p.next[k]; touched {
 				continue // desired again (or already listed)
 			}
-			if s := r.slots[k]; s.owner == o {
+			if s := r.slots[k]; s.owner == old {
 				p.next[k] = slot{have: s.have}
 				dels = append(dels, k)
 			}
@@ -400,7 +410,7 @@ func (r *Reconciler) Installed() []InstalledFlow {
 	ks := make([]keyed, 0, len(r.slots))
 	for k, s := range r.slots {
 		if s.have != nil {
-			ks = append(ks, keyed{key: k, f: InstalledFlow{Owner: s.owner, Flow: *s.have}})
+			ks = append(ks, keyed{key: k, f: InstalledFlow{Owner: s.ownerName(), Flow: *s.have}})
 		}
 	}
 	r.mu.Unlock()
