@@ -51,18 +51,28 @@ var (
 	ctMarkInvalidExec = []of.Action{of.SetField{Field: of.MatchField{Field: of.FieldCtMark, Value: ctMarkInvalid}}} // set_field:0x1->ct_mark
 )
 
-func resubmit(t uint8) of.Action { return of.ResubmitTable(t) }
+// The actions every port's flows repeat are built once and shared (action
+// values are never modified once built): installed flows are kept for as
+// long as they are installed, 56k at 1,000 ports, and one boxed value per
+// flow and action was ~1 MiB of that heap.
+var (
+	resubmits   [256]of.Action // resubmit(,t)
+	ctRecircs   [256]of.Action // ct(table=t,zone=NXM_NX_REG6[0..15])
+	ctCommitted = of.Action(of.CT{Commit: true, ZoneSrc: &zoneFromReg})
+	// ct(commit,zone=NXM_NX_REG6[0..15],exec(set_field:0x1->ct_mark))
+	ctCommitInvalid = of.Action(of.CT{Commit: true, ZoneSrc: &zoneFromReg, Exec: ctMarkInvalidExec})
+)
 
-func ctRecirc(table uint8) of.Action {
-	t := table
-	z := zoneFromReg
-	return of.CT{Table: &t, ZoneSrc: &z}
+func init() {
+	for t := range resubmits {
+		resubmits[t] = of.ResubmitTable(uint8(t))
+		table := uint8(t)
+		ctRecircs[t] = of.CT{Table: &table, ZoneSrc: &zoneFromReg}
+	}
 }
 
-func ctCommit(exec []of.Action) of.Action {
-	z := zoneFromReg
-	return of.CT{Commit: true, ZoneSrc: &z, Exec: exec}
-}
+func resubmit(t uint8) of.Action     { return resubmits[t] }
+func ctRecirc(table uint8) of.Action { return ctRecircs[table] }
 
 func regPort(ofport uint32) of.MatchField { return of.Reg(RegPort, ofport) }
 func regNet(vlan uint16) of.MatchField    { return of.Reg(RegNet, uint32(vlan)) }

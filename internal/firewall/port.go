@@ -212,7 +212,7 @@ func acceptOrIngress(b *flowSet, v portView, idx *rulesIndex) {
 	}
 	if !v.stateless {
 		for _, et := range []uint16{of.EthTypeIPv4, of.EthTypeIPv6} {
-			b.add(flow(TableAcceptOrIngress, 90, of.Match{ctNewNotEst, of.EthType(et), regPort(P)}, ctCommit(nil), resubmit(TableAcceptedEgressTraffic)))
+			b.add(flow(TableAcceptOrIngress, 90, of.Match{ctNewNotEst, of.EthType(et), regPort(P)}, ctCommitted, resubmit(TableAcceptedEgressTraffic)))
 		}
 	}
 	b.add(flow(TableAcceptOrIngress, 80, of.Match{regPort(P)}, resubmit(TableAcceptedEgressNormal)))
@@ -267,7 +267,7 @@ func tracked(b *flowSet, v portView, cfg Config) {
 		}
 		b.add(flow(d.table, 40, of.Match{ctNotEstablished, regPort(P)}, resubmit(TableDroppedTraffic)))
 		for _, et := range []uint16{of.EthTypeIPv4, of.EthTypeIPv6} {
-			b.add(flow(d.table, 40, of.Match{ctEstablished, of.EthType(et), regPort(P)}, ctCommit(ctMarkInvalidExec)))
+			b.add(flow(d.table, 40, of.Match{ctEstablished, of.EthType(et), regPort(P)}, ctCommitInvalid))
 		}
 	}
 }

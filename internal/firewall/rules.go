@@ -208,7 +208,7 @@ func acceptActions(dir Direction, ofport uint32, newConn bool) []of.Action {
 		return []of.Action{resubmit(TableAcceptOrIngress)}
 	}
 	if newConn {
-		return []of.Action{ctCommit(nil), of.Output{Port: ofport}, resubmit(TableAcceptedIngressTraffic)}
+		return []of.Action{ctCommitted, of.Output{Port: ofport}, resubmit(TableAcceptedIngressTraffic)}
 	}
 	return []of.Action{of.Output{Port: ofport}}
 }
