@@ -258,6 +258,45 @@ func removedFlows(before, now []string) (removed, added []string) {
 	return removed, added
 }
 
+// describeGap says where the longest gap between two replies lies: the
+// sequence numbers around it (consecutive: ping itself sent nothing
+// meanwhile, the process was not scheduled; apart: requests went
+// unanswered for that long) and the nearest test event.
+func describeGap(rep PingReport, events map[string]time.Time) string {
+	if rep.MaxGap == 0 {
+		return "no gap"
+	}
+	seqAt := map[int64]int{}
+	for _, l := range strings.Split(rep.Output, "\n") {
+		if m := pingReplyLine.FindStringSubmatch(l); m != nil {
+			us, _ := strconv.ParseInt((m[2] + "000000")[:6], 10, 64)
+			sec, _ := strconv.ParseInt(m[1], 10, 64)
+			seq, _ := strconv.Atoi(m[3])
+			seqAt[sec*1e6+us] = seq
+		}
+	}
+	seq := func(t time.Time) int {
+		if s, ok := seqAt[t.UnixMicro()]; ok {
+			return s
+		}
+		return -1
+	}
+	unanswered := strings.Count(rep.Output, "no answer yet")
+	near, nearD := "", time.Duration(1<<62)
+	for name, at := range events {
+		d := rep.LastBefore.Sub(at)
+		if d < 0 {
+			d = -d
+		}
+		if d < nearD {
+			near, nearD = name, d
+		}
+	}
+	return fmt.Sprintf("longest gap %s between replies icmp_seq=%d and %d at %s (%s from %s); %d \"no answer yet\"",
+		rep.MaxGap.Round(time.Millisecond), seq(rep.LastBefore), seq(rep.MaxGapAfter), rep.LastBefore.UTC().Format("15:04:05.000"),
+		nearD.Round(time.Millisecond), near, unanswered)
+}
+
 var warnMsg = regexp.MustCompile(`level=(WARN|ERROR) msg="([^"]*)"`)
 
 // TestReliabServerStopped stops the real refenv neutron-server (SIGTERM to
@@ -310,6 +349,10 @@ func TestReliabServerStopped(t *testing.T) {
 		return m
 	}
 	flowsBefore := snapshot()
+	tagsBefore, err := tagsOf(e.Ctx, e.OVS)
+	if err != nil {
+		t.Fatal(err)
+	}
 	resyncsBefore, _, _ := metricSum(e.Ctx, agent, "ovsagent_resyncs_total")
 	logBefore := len(agent.Log())
 
@@ -364,13 +407,15 @@ func TestReliabServerStopped(t *testing.T) {
 	if err != nil || aiBefore == nil {
 		t.Fatalf("agent row of hv1: %v %v", aiBefore, err)
 	}
-	downAt := time.Now()
+	termAt := time.Now()
 	stopped = true
 	stopTook, err := srv.Stop(90 * time.Second)
-	t.Logf("neutron-server pid %d stopped (SIGTERM) in %s", srv.Pid, stopTook.Round(time.Millisecond))
+	t.Logf("neutron-server pid %d: SIGTERM, master and workers gone and :9696 closed %s later", srv.Pid, stopTook.Round(time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
+	// the 2 minutes count from when nothing of the server is left
+	downAt := time.Now()
 	if _, err := e.Neutron.ListNetworks(e.Ctx, url.Values{"limit": {"1"}}); err == nil {
 		t.Fatal("the API still answers after neutron-server stopped")
 	}
@@ -389,6 +434,15 @@ func TestReliabServerStopped(t *testing.T) {
 				t.Errorf("%s: %s: flows added while neutron-server was down and nothing was plugged: %v", when, br, firstN(added, 5))
 			}
 		}
+		if tags, err := tagsOf(e.Ctx, e.OVS); err != nil {
+			t.Errorf("%s: %v", when, err)
+		} else {
+			for _, vm := range []*VM{vm1, vm2} {
+				if tags[vm.Tap] != tagsBefore[vm.Tap] {
+					t.Errorf("%s: %s tag %d, was %d", when, vm.Tap, tags[vm.Tap], tagsBefore[vm.Tap])
+				}
+			}
+		}
 		hz, herr := agent.Healthz(e.Ctx)
 		t.Logf("%s: agent pid %d running=%v, /healthz %d %v, ping replies so far %d", when, agentPid, agent.Pid() == agentPid, hz, herr, pinger.Replies())
 		if agent.Pid() != agentPid {
@@ -401,6 +455,13 @@ func TestReliabServerStopped(t *testing.T) {
 	pluggedAt := time.Now()
 	vm3 := e.Plug(PlugSpec{Port: p3, MTU: nw.MTU})
 	t.Logf("vm3 plugged %s into the outage", pluggedAt.Sub(downAt).Round(time.Second))
+	// Not required: the agent may wire vm3 from the ports the server pushed
+	// before it stopped (its cache), but cannot report it up.
+	if d, err := vm3.PingUntil(e.Ctx, vm1.IP, 20*time.Second); err != nil {
+		t.Logf("vm3 -> vm1 while the server is down: no reply within 20 s")
+	} else {
+		t.Logf("vm3 -> vm1 while the server is down: first reply %.2f s after the plug (%.2f s of pinging)", time.Since(pluggedAt).Seconds(), d.Seconds())
+	}
 	time.Sleep(time.Until(downAt.Add(outage - 3*time.Second)))
 	check(fmt.Sprintf("%s into the outage", time.Since(downAt).Round(time.Second)), false)
 	if tag, err := e.OVS.PortTag(e.Ctx, vm3.Tap); err == nil {
@@ -413,7 +474,7 @@ func TestReliabServerStopped(t *testing.T) {
 		t.Fatalf("start neutron-server: %v", err)
 	}
 	restarted = true
-	t.Logf("neutron-server started again after %s down: pid %d", startedAt.Sub(downAt).Round(time.Second), srv.Pid)
+	t.Logf("neutron-server started again %s after it was gone (%s after SIGTERM): pid %d", startedAt.Sub(downAt).Round(time.Second), startedAt.Sub(termAt).Round(time.Second), srv.Pid)
 	apiD, ok := e.waitAPI(3 * time.Minute)
 	apiAt := time.Now()
 	t.Logf("API answering %s after the start", apiD.Round(time.Millisecond))
@@ -482,8 +543,9 @@ func TestReliabServerStopped(t *testing.T) {
 	}
 	rep := pinger.Stop()
 	pingStopped = true
-	t.Logf("ping vm1 -> vm2 from before the stop to after the recovery (%s): sent %d, lost %d, longest gap %s",
-		time.Since(downAt).Round(time.Second), rep.Sent, rep.Lost(), rep.MaxGap.Round(time.Millisecond))
+	t.Logf("ping vm1 -> vm2 from before the stop to after the recovery (%s): sent %d, lost %d, %s",
+		time.Since(termAt).Round(time.Second), rep.Sent, rep.Lost(), describeGap(rep, map[string]time.Time{
+			"SIGTERM": termAt, "server gone": downAt, "vm3 plugged": pluggedAt, "server started": startedAt, "API answering": apiAt}))
 	if rep.Lost() > 0 {
 		t.Errorf("pings lost: sent %d lost %d, longest gap %s ending %s", rep.Sent, rep.Lost(), rep.MaxGap, rep.MaxGapAfter.Format("15:04:05.000"))
 	}
