@@ -224,7 +224,7 @@ func startServerWatchdog(t *testing.T) *Daemon {
 	script := fmt.Sprintf(`exec >> %s 2>&1
 while kill -0 %d 2>/dev/null; do sleep 2; done
 p=$(cat %s 2>/dev/null)
-if [ -n "$p" ] && tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | grep -q %s; then exit 0; fi
+if [ -n "$p" ] && tr '\0' ' ' 2>/dev/null < /proc/$p/cmdline | grep -q %s; then exit 0; fi
 echo "$(date +%%T) test process gone, neutron-server down: AGENT=none %s"
 AGENT=none setsid %s`, log, os.Getpid(), refServerPidfile, refServerBin, setup, setup)
 	d := &Daemon{argv: []string{"/bin/bash", "-c", script}}
