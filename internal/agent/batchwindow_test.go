@@ -55,5 +55,14 @@ func TestIdleAgentAppliesAtOnce(t *testing.T) {
 	h.waitFor("in sync with no port", h.inSync)
 	clock.advance(2 * time.Hour) // idle for longer than the window
 	sw.plug("p1", "tap1", "fa:16:3e:00:00:01")
-	h.waitFor("p1 ACTIVE without waiting for the one-hour window", func() bool { return srv.status("p1") == "ACTIVE" })
+	// Polled, not h.waitFor: the server's reply comes back after the batch
+	// that sent the report, and the batch after it (busy: one-hour window)
+	// would be the next AfterBatch signal.
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.status("p1") != "ACTIVE" {
+		if time.Now().After(deadline) {
+			t.Fatalf("p1 not ACTIVE: the port waited for the one-hour window")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
