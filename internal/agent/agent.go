@@ -139,9 +139,11 @@ type Agent struct {
 	ovsRestarted  bool
 	tunnelSync    map[string]*retry // tunnel type → pending tunnel_sync
 	fdbAwait      map[string]time.Time
-	fdbSeen       map[string]time.Time // last add_fdb_entries per network
-	refreshNets   map[string]bool      // tunnelled networks whose FDB must be (re)requested
-	refreshOut    map[string]bool      // … and whose request is out now
+	fdbSeen       map[string]time.Time                 // last add_fdb_entries per network
+	refreshNets   map[string]bool                      // tunnelled networks whose FDB must be (re)requested
+	refreshOut    map[string]bool                      // … and whose request is out now
+	reportsOut    map[*reportResult]context.CancelFunc // update_device_list calls out now
+	abandoned     map[*reportResult]bool               // … of those, cancelled for a resync
 	sgDirty       bool
 	inSync        bool
 	reportStart   atomic.Bool // next report carries start_flag
@@ -191,6 +193,8 @@ func New(opt Options, d Deps) *Agent {
 		fdbSeen:     map[string]time.Time{},
 		refreshNets: map[string]bool{},
 		refreshOut:  map[string]bool{},
+		reportsOut:  map[*reportResult]context.CancelFunc{},
+		abandoned:   map[*reportResult]bool{},
 		sweptBr:     map[string]bool{},
 		tunnelPeers: map[string]int{},
 	}

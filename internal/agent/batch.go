@@ -189,6 +189,9 @@ func (a *Agent) dirtyTunnel(ip netip.Addr, typ string) {
 func (a *Agent) startResync(reason string) {
 	a.log.Info("agent: full resync", "reason", reason)
 	a.d.Metrics.IncResync(reason)
+	if reason == ResyncRevived {
+		a.abandonReports()
+	}
 	for _, p := range a.ports {
 		if p.present {
 			p.needDetails = true

@@ -49,6 +49,10 @@ type FDBChange struct{ Before, After [][2]string }
 type TunnelUpdate struct{ IP, Type string }
 type TunnelDelete struct{ IP, Type string }
 
+// ResyncRevived is the Resync reason after report_state's "revived": the
+// server had lost track of this agent (restarted, or the agent was away).
+const ResyncRevived = "revived"
+
 // Resync asks for a full resync: broker reconnect, "revived" report, or
 // anything else that may have lost notifications.
 type Resync struct{ Reason string }

@@ -76,12 +76,14 @@ func (a *Agent) reportDevices(ctx context.Context) {
 	a.inflight++
 	a.d.Metrics.IncUpdateDeviceList()
 	a.log.Debug("agent: update_device_list", "up", r.up, "down", r.down, "refresh_tunnels", r.refresh, "in_flight", a.inflight)
+	callCtx, cancel := context.WithCancel(ctx)
+	a.reportsOut[r] = cancel
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
 		if len(r.readded) > 0 {
 			start := time.Now()
-			_, err := a.d.Plugin.UpdateDeviceList(ctx, nil, r.readded, false)
+			_, err := a.d.Plugin.UpdateDeviceList(callCtx, nil, r.readded, false)
 			a.observeRPC("update_device_list", time.Since(start), err)
 			if err != nil {
 				r.err = err
@@ -90,7 +92,7 @@ func (a *Agent) reportDevices(ctx context.Context) {
 			}
 		}
 		start := time.Now()
-		r.res, r.err = a.d.Plugin.UpdateDeviceList(ctx, r.up, r.down, r.refresh)
+		r.res, r.err = a.d.Plugin.UpdateDeviceList(callCtx, r.up, r.down, r.refresh)
 		a.observeRPC("update_device_list", time.Since(start), r.err)
 		r.replied = a.now()
 		a.deliver(ctx, r)
@@ -122,6 +124,12 @@ type reportResult struct {
 // while the call was out keeps its new wish.
 func (a *Agent) onReportResult(r *reportResult) {
 	a.inflight--
+	if cancel := a.reportsOut[r]; cancel != nil {
+		cancel()
+	}
+	delete(a.reportsOut, r)
+	abandoned := a.abandoned[r]
+	delete(a.abandoned, r)
 	for id := range r.refreshNets {
 		delete(a.refreshOut, id)
 	}
@@ -129,6 +137,11 @@ func (a *Agent) onReportResult(r *reportResult) {
 		if p := a.ports[id]; p != nil {
 			p.inflight = false
 		}
+	}
+	if abandoned && r.err != nil {
+		// Not a failure: the ports are reported again at once.
+		a.log.Info("agent: update_device_list abandoned for the resync; reporting again", "ports", len(r.up)+len(r.down))
+		return
 	}
 	if r.err != nil {
 		a.reportFailed(append(r.up, r.down...), r.err)
@@ -188,6 +201,20 @@ func (a *Agent) onReportResult(r *reportResult) {
 	}
 	if len(failed) > 0 {
 		a.reportFailed(failed, nil)
+	}
+}
+
+// abandonReports cancels the update_device_list calls out now. After
+// neutron-server came back ("revived"), a call sent to the old one is
+// either lost or waiting out oslo's back-off (a doubled timeout, then up to
+// a minute's sleep) while its ports stay in flight and out of the resync;
+// cancelled, they are reported again with the resync's next batch.
+func (a *Agent) abandonReports() {
+	for r, cancel := range a.reportsOut {
+		if !a.abandoned[r] {
+			a.abandoned[r] = true
+			cancel()
+		}
 	}
 }
 

@@ -63,6 +63,6 @@ func (a *Agent) reportOnce(ctx context.Context) {
 	}
 	if res == "revived" {
 		a.log.Info("agent: server says revived: full resync")
-		a.Notify(Resync{Reason: "revived"})
+		a.Notify(Resync{Reason: ResyncRevived})
 	}
 }
