@@ -205,6 +205,15 @@ func (o *OFBridges) CanaryPresent(ctx context.Context, bridge string) (bool, err
 // Events implements Flows.
 func (o *OFBridges) Events() <-chan DataplaneEvent { return o.events }
 
+// Desired implements Flows.
+func (o *OFBridges) Desired(bridge, owner string) []openflow.Flow {
+	b, err := o.get(bridge)
+	if err != nil {
+		return nil
+	}
+	return b.rec.Desired(owner)
+}
+
 // Installed returns the flows installed on a bridge (for diagnostics).
 func (o *OFBridges) Installed(bridge string) []openflow.InstalledFlow {
 	b, err := o.get(bridge)

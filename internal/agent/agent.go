@@ -121,7 +121,7 @@ type Agent struct {
 	fdb         map[string]map[netip.Addr]*pipeline.RemoteFDB // l2pop, by network id
 	endpoints   map[pipeline.TunnelKey]bool                   // tunnel_sync / tunnel_update endpoints (no l2pop): (ip, type)
 	tunnels     map[pipeline.TunnelKey]TunnelPort             // tunnel ports on br-tun, one per remote IP and type
-	installed   map[string]map[string][]openflow.Flow         // bridge → owner → flows applied
+	applied     map[string]map[string]ownerDigest             // bridge → owner → digest of the flows applied
 	dirtyOwner  map[string]bool
 
 	started       bool            // first snapshot processed
@@ -186,7 +186,7 @@ func New(opt Options, d Deps) *Agent {
 		fdb:         map[string]map[netip.Addr]*pipeline.RemoteFDB{},
 		endpoints:   map[pipeline.TunnelKey]bool{},
 		tunnels:     map[pipeline.TunnelKey]TunnelPort{},
-		installed:   map[string]map[string][]openflow.Flow{},
+		applied:     map[string]map[string]ownerDigest{},
 		dirtyOwner:  map[string]bool{},
 		tunnelSync:  map[string]*retry{},
 		fdbAwait:    map[string]time.Time{},
@@ -495,8 +495,8 @@ func (a *Agent) applyLayout(l BridgeLayout) bool {
 		}
 	}
 	for _, br := range l.Bridges() {
-		if a.installed[br] == nil {
-			a.installed[br] = map[string][]openflow.Flow{}
+		if a.applied[br] == nil {
+			a.applied[br] = map[string]ownerDigest{}
 		}
 	}
 	return changed
@@ -516,7 +516,7 @@ func (a *Agent) dirtyAll() {
 	for _, o := range pipeline.Owners(a.ps) {
 		a.dirtyOwner[o] = true
 	}
-	for _, m := range a.installed {
+	for _, m := range a.applied {
 		for o := range m {
 			a.dirtyOwner[o] = true
 		}

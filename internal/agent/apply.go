@@ -35,6 +35,7 @@ func (a *Agent) applyFlows(ctx context.Context) bool {
 		}
 	}
 	changes := map[string]map[string][]openflow.Flow{}
+	digests := map[string]map[string]ownerDigest{} // what a.applied becomes once a bundle succeeds
 	var fwOwners []string
 	for owner := range a.dirtyOwner {
 		if strings.HasPrefix(owner, "fw:") {
@@ -66,18 +67,20 @@ func (a *Agent) applyFlows(ctx context.Context) bool {
 			}
 			bf = got
 		}
-		for br := range a.installed {
+		for br := range a.applied {
 			want := bf[br]
-			if flowsEqual(a.installed[br][owner], want) {
+			d, same := unchanged(a.applied[br], owner, want)
+			if same {
 				continue
 			}
 			if changes[br] == nil {
 				changes[br] = map[string][]openflow.Flow{}
+				digests[br] = map[string]ownerDigest{}
 			}
-			// An exact-size copy (the flow builders' append slack was 8 MiB
-			// of the heap at 1,000 ports), kept as a.installed once applied:
-			// the reconciler keeps the same slice, so the flows are held once.
+			// An exact-size copy: the flow builders' append slack was 8 MiB
+			// of the heap at 1,000 ports while the reconciler kept the slice.
 			changes[br][owner] = slices.Clone(want)
+			digests[br][owner] = d
 		}
 	}
 	failed := false
@@ -100,12 +103,12 @@ func (a *Agent) applyFlows(ctx context.Context) bool {
 		}
 		for owner, fs := range set {
 			if len(fs) == 0 {
-				delete(a.installed[br], owner)
+				delete(a.applied[br], owner)
 			} else {
-				a.installed[br][owner] = fs // shared with the reconciler: never modified
+				a.applied[br][owner] = digests[br][owner]
 			}
 		}
-		a.d.Metrics.SetFlows(br, tableCounts(a.installed[br]))
+		a.d.Metrics.SetFlows(br, tableCounts(a.applied[br]))
 		if br == a.layout.Integration {
 			a.ct.request(a.conntrackZones(set))
 		}
@@ -127,34 +130,6 @@ func (a *Agent) applyFlows(ctx context.Context) bool {
 		}
 	}
 	return true
-}
-
-func tableCounts(m map[string][]openflow.Flow) map[uint8]int {
-	out := map[uint8]int{}
-	for _, fs := range m {
-		for _, f := range fs {
-			out[f.Table]++
-		}
-	}
-	return out
-}
-
-func flowsEqual(a, b []openflow.Flow) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !flowEqual(a[i], b[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func flowEqual(x, y openflow.Flow) bool {
-	// The rendering is canonical (field order, action text) and covers
-	// every part of the entry.
-	return x.String() == y.String()
 }
 
 // dataplaneComplete: every port that can be wired is wired, tunnels are

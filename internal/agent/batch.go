@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ovsagent/ovsagent/internal/openflow"
 	"github.com/ovsagent/ovsagent/internal/pipeline"
 )
 
@@ -100,7 +99,7 @@ func (a *Agent) canary(ctx context.Context) {
 
 func (a *Agent) installedOwners() []string {
 	var out []string
-	for _, m := range a.installed {
+	for _, m := range a.applied {
 		for o := range m {
 			out = append(out, o)
 		}
@@ -120,8 +119,8 @@ func (a *Agent) handleOVSRestart(ctx context.Context) bool {
 		a.d.Flows.Reset(br)
 	}
 	a.dirtyAll()
-	for br := range a.installed {
-		a.installed[br] = map[string][]openflow.Flow{}
+	for br := range a.applied {
+		a.applied[br] = map[string]ownerDigest{}
 	}
 	a.adoptTunnels(ctx)
 	for _, t := range a.opt.TunnelTypes {

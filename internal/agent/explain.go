@@ -77,8 +77,8 @@ func (a *Agent) explainPort(id string) explainResult {
 	e := a.describe(p)
 	e.Source = "running agent (flows as installed)"
 	for _, o := range a.portOwners(p) {
-		for br, m := range a.installed {
-			for _, f := range m[o] {
+		for br := range a.applied {
+			for _, f := range a.d.Flows.Desired(br, o) {
 				e.Flows = append(e.Flows, ExplainedFlow{Bridge: br, Owner: o, Reason: a.reason(o, br, f.Table), Flow: f})
 			}
 		}

@@ -231,6 +231,20 @@ func (f *fakeFlows) CanaryPresent(_ context.Context, br string) (bool, error) {
 
 func (f *fakeFlows) Events() <-chan DataplaneEvent { return f.events }
 
+// Desired: the owner's entries, by key (as the reconciler orders them).
+func (f *fakeFlows) Desired(br, owner string) []openflow.Flow {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []openflow.Flow
+	for _, e := range f.tables[br] {
+		if e.owner == owner {
+			out = append(out, e.flow)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
+	return out
+}
+
 // newRound marks every installed flow as left by an earlier run.
 func (f *fakeFlows) newRound() {
 	f.mu.Lock()

@@ -117,7 +117,7 @@ func (a *Agent) updateFirewall(ctx context.Context) {
 	for _, o := range changed {
 		a.dirtyOwner[o] = true
 	}
-	if len(a.fw.Ports) == 0 && len(a.installed[a.layout.Integration]) == 0 {
+	if len(a.fw.Ports) == 0 && len(a.applied[a.layout.Integration]) == 0 {
 		a.dirtyOwner[firewall.OwnerBase] = true
 	}
 	a.fw, a.conj = next, ids

@@ -164,6 +164,9 @@ type Flows interface {
 	CanaryPresent(ctx context.Context, bridge string) (bool, error)
 	// Events delivers connection events (one per OpenFlow reconnect).
 	Events() <-chan DataplaneEvent
+	// Desired returns the flows applied for owner on the bridge (for
+	// explain: the agent keeps only a digest of them).
+	Desired(bridge, owner string) []openflow.Flow
 }
 
 // DataplaneEvent says a bridge's OpenFlow connection came back.

@@ -52,6 +52,9 @@ func (f *recFlows) Apply(ctx context.Context, br string, ch FlowChange) error {
 func (f *recFlows) Reset(br string)               { f.rec(br).Reset() }
 func (f *recFlows) Cookie(br string) uint64       { return f.rec(br).Cookie() }
 func (f *recFlows) Events() <-chan DataplaneEvent { return nil }
+func (f *recFlows) Desired(br, owner string) []openflow.Flow {
+	return f.rec(br).Desired(owner)
+}
 
 // Reread never finds anything new: nullSwitch holds nothing.
 func (f *recFlows) Reread(context.Context, string, bool) error { return nil }

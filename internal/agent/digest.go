@@ -1,0 +1,69 @@
+package agent
+
+import (
+	"crypto/sha256"
+
+	"github.com/ovsagent/ovsagent/internal/openflow"
+)
+
+// ownerDigest is what the agent keeps of an owner's flows once applied:
+// enough to skip an owner whose recomputed flows did not change and to
+// count flows per table for metrics. The flows themselves are kept once,
+// by the bridge's reconciler (explain reads them there): keeping them here
+// too held ~56k flows at 1,000 ports for nothing else.
+type ownerDigest struct {
+	sum    [16]byte     // of the flows' canonical text, in order
+	tables []tableCount // flows per table
+}
+
+type tableCount struct {
+	table uint8
+	n     int32
+}
+
+// digestOf renders each flow canonically (Flow.String covers every part of
+// an entry: what flowsEqual compared before) and hashes the lot, truncated
+// to 128 bits: a change could go unnoticed only on a hash collision.
+func digestOf(fs []openflow.Flow) ownerDigest {
+	h := sha256.New()
+	var d ownerDigest
+	for i := range fs {
+		h.Write([]byte(fs[i].String()))
+		h.Write([]byte{'\n'})
+		d.count(fs[i].Table)
+	}
+	copy(d.sum[:], h.Sum(nil))
+	return d
+}
+
+func (d *ownerDigest) count(table uint8) {
+	for i := range d.tables {
+		if d.tables[i].table == table {
+			d.tables[i].n++
+			return
+		}
+	}
+	d.tables = append(d.tables, tableCount{table: table, n: 1})
+}
+
+// unchanged: the owner's flows on one bridge are still sum (no flows and
+// no digest count as equal).
+func unchanged(applied map[string]ownerDigest, owner string, fs []openflow.Flow) (ownerDigest, bool) {
+	old, ok := applied[owner]
+	if len(fs) == 0 {
+		return ownerDigest{}, !ok
+	}
+	d := digestOf(fs)
+	return d, ok && old.sum == d.sum
+}
+
+// tableCounts sums the per-table flow counts of a bridge's owners.
+func tableCounts(m map[string]ownerDigest) map[uint8]int {
+	out := map[uint8]int{}
+	for _, d := range m {
+		for _, tc := range d.tables {
+			out[tc.table] += int(tc.n)
+		}
+	}
+	return out
+}
