@@ -34,12 +34,29 @@ type AppctlConntrack struct {
 	Run func(ctx context.Context, args ...string) (string, error)
 }
 
-func (c AppctlConntrack) appctl(ctx context.Context, args ...string) (string, error) {
+// target is ovs-vswitchd's control socket: ovs-vswitchd.<pid>.ctl by
+// default, ovs-vswitchd.ctl when it was started with --unixctl=<that>.
+func (c AppctlConntrack) target() (string, error) {
 	pid, err := os.ReadFile(filepath.Join(c.RunDir, "ovs-vswitchd.pid"))
 	if err != nil {
 		return "", fmt.Errorf("conntrack: ovs-vswitchd pid: %w", err)
 	}
-	target := filepath.Join(c.RunDir, "ovs-vswitchd."+strings.TrimSpace(string(pid))+".ctl")
+	byPid := filepath.Join(c.RunDir, "ovs-vswitchd."+strings.TrimSpace(string(pid))+".ctl")
+	if _, err := os.Stat(byPid); err == nil {
+		return byPid, nil
+	}
+	plain := filepath.Join(c.RunDir, "ovs-vswitchd.ctl")
+	if _, err := os.Stat(plain); err == nil {
+		return plain, nil
+	}
+	return "", fmt.Errorf("conntrack: no control socket of ovs-vswitchd in %s (neither %s nor %s)", c.RunDir, filepath.Base(byPid), filepath.Base(plain))
+}
+
+func (c AppctlConntrack) appctl(ctx context.Context, args ...string) (string, error) {
+	target, err := c.target()
+	if err != nil {
+		return "", err
+	}
 	args = append([]string{"-t", target}, args...)
 	if c.Run != nil {
 		return c.Run(ctx, args...)
