@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"time"
 
@@ -77,9 +76,9 @@ func (a *Agent) applyFlows(ctx context.Context) bool {
 				changes[br] = map[string][]openflow.Flow{}
 				digests[br] = map[string]ownerDigest{}
 			}
-			// An exact-size copy: the flow builders' append slack was 8 MiB
-			// of the heap at 1,000 ports while the reconciler kept the slice.
-			changes[br][owner] = slices.Clone(want)
+			// Given as built: the reconciler keeps its own encoded copy,
+			// so the builders' append slack is garbage after the batch.
+			changes[br][owner] = want
 			digests[br][owner] = d
 		}
 	}

@@ -1,10 +1,6 @@
 package agent
 
-import (
-	"crypto/sha256"
-
-	"github.com/ovsagent/ovsagent/internal/openflow"
-)
+import "github.com/ovsagent/ovsagent/internal/openflow"
 
 // ownerDigest is what the agent keeps of an owner's flows once applied:
 // enough to skip an owner whose recomputed flows did not change and to
@@ -12,7 +8,7 @@ import (
 // by the bridge's reconciler (explain reads them there): keeping them here
 // too held ~56k flows at 1,000 ports for nothing else.
 type ownerDigest struct {
-	sum    [16]byte     // of the flows' canonical text, in order
+	sum    [16]byte     // openflow.Digest of the flows, in order
 	tables []tableCount // flows per table
 }
 
@@ -21,18 +17,14 @@ type tableCount struct {
 	n     int32
 }
 
-// digestOf renders each flow canonically (Flow.String covers every part of
-// an entry: what flowsEqual compared before) and hashes the lot, truncated
-// to 128 bits: a change could go unnoticed only on a hash collision.
+// digestOf summarises the flows (openflow.Digest: their encoding, cookie
+// included, so two lists with one digest send the same flow_mods) and
+// counts them per table.
 func digestOf(fs []openflow.Flow) ownerDigest {
-	h := sha256.New()
-	var d ownerDigest
+	d := ownerDigest{sum: openflow.Digest(fs)}
 	for i := range fs {
-		h.Write([]byte(fs[i].String()))
-		h.Write([]byte{'\n'})
 		d.count(fs[i].Table)
 	}
-	copy(d.sum[:], h.Sum(nil))
 	return d
 }
 

@@ -29,11 +29,10 @@ type Switch interface {
 // every flow no owner desires (stale rounds, foreign flows).
 //
 // Memory: the reconciler is the one cache of a bridge's flows (56k flows on
-// br-int at 1,000 ports). It keeps each owner's slice as Apply got it (no
-// copy when the cookies are already the reconciler's: the caller may keep
-// the same slice), a 16-byte key per flow, and one slot per entry pointing
-// at the desired flow and at what the bridge holds — the same pointer once
-// they agree, so nothing is stored twice.
+// br-int at 1,000 ports). It keeps each owner's flows in their wire form
+// (ownerFlows), a 16-byte key per flow, and one slot per entry naming the
+// desired flow and saying whether the bridge holds it; a Flow value is kept
+// only for what the bridge holds otherwise (read by Adopt).
 type Reconciler struct {
 	sw Switch
 
@@ -41,7 +40,8 @@ type Reconciler struct {
 	cookie   uint64
 	owners   map[string]*ownerFlows // owner -> its desired flows
 	slots    map[flowKey]slot       // entry -> who desires it, what the bridge holds
-	reassert bool                   // slots' have was (re)read: re-send unchanged owners' flows that differ
+	reassert bool                   // slots were (re)read: re-send unchanged owners' flows that differ
+	scratch  []byte                 // encoding buffer, reused (owners are stored exact-size)
 }
 
 // flowKey identifies an entry (table, priority, canonical match): the
@@ -55,37 +55,49 @@ func keyOf(f *Flow) flowKey {
 	return flowKey(sum[:16])
 }
 
-// ownerFlows is one owner's desired flows and their keys (keys[i] is
-// flows[i]'s). flows is never modified once stored.
-type ownerFlows struct {
-	name  string
-	flows []Flow
-	keys  []flowKey
-}
-
-// slot is the state of one entry (24 bytes: there is one per flow). owner
-// is the ownerFlows that desires it and want points into its flows (both
-// nil: nobody desires the entry); have is what the bridge holds (nil: not
-// installed), == want once the bridge holds the desired flow, else an
-// adopted flow or the previous version of the owner's flow.
+// slot is the state of one entry (24 bytes: there is one per flow).
+//
+// With wanted, flow idx of of is desired: held says the bridge holds it,
+// else have is what the bridge holds instead (an adopted flow; nil: not
+// installed). Without wanted, nobody desires the entry: have is an adopted
+// flow, or, within a plan only, held says the bridge holds flow idx of of
+// (an owner's former flow, about to be deleted).
 type slot struct {
-	owner *ownerFlows
-	want  *Flow
-	have  *Flow
+	of     *ownerFlows
+	have   *Flow
+	idx    int32
+	wanted bool
+	held   bool
 }
 
 // ownerName is the name of the owner desiring the entry, "" if none.
 func (s slot) ownerName() string {
-	if s.owner == nil {
+	if !s.wanted {
 		return ""
 	}
-	return s.owner.name
+	return s.of.name
+}
+
+// desires: the entry's desired flow is flow i of of.
+func (s slot) desires(of *ownerFlows, i int) bool {
+	return s.wanted && s.of == of && int(s.idx) == i
+}
+
+// installed: the bridge holds something for this entry.
+func (s slot) installed() bool { return s.held || s.have != nil }
+
+// table is the table of what the bridge holds (installed only).
+func (s slot) table() uint8 {
+	if s.held {
+		return s.of.table(int(s.idx))
+	}
+	return s.have.Table
 }
 
 // sameContent: the bridge's entry needs no change (cookie, flags,
-// timeouts and actions equal). Pointer equality is the common case.
+// timeouts and actions equal).
 func sameContent(have, want *Flow) bool {
-	return have == want || sameHeader(have, want) && FormatActions(have.Actions) == FormatActions(want.Actions)
+	return sameHeader(have, want) && FormatActions(have.Actions) == FormatActions(want.Actions)
 }
 
 // sameHeader: what an OpenFlow 1.3 modify cannot change is equal.
@@ -134,7 +146,7 @@ func (r *Reconciler) Adopt(ctx context.Context) error {
 	r.forgetInstalled()
 	for i := range flows {
 		s := r.slots[keys[i]]
-		s.have = &flows[i]
+		s.have, s.held = &flows[i], false
 		r.slots[keys[i]] = s
 	}
 	return nil
@@ -157,15 +169,15 @@ func (r *Reconciler) Reset() {
 	r.mu.Unlock()
 }
 
-// forgetInstalled clears every slot's have (dropping slots nobody desires)
-// and asks the next apply to re-assert every owner.
+// forgetInstalled forgets what the bridge holds (dropping slots nobody
+// desires) and asks the next apply to re-assert every owner.
 func (r *Reconciler) forgetInstalled() {
 	for k, s := range r.slots {
-		if s.want == nil {
+		if !s.wanted {
 			delete(r.slots, k)
 			continue
 		}
-		s.have = nil
+		s.have, s.held = nil, false
 		r.slots[k] = s
 	}
 	r.reassert = true
@@ -174,9 +186,8 @@ func (r *Reconciler) forgetInstalled() {
 // Apply replaces the desired flows of each owner in changes and makes the
 // bridge match, in one bundle, without touching flows nobody desires.
 //
-// The reconciler keeps the given slices (it copies one only to set its
-// cookie on flows that carry another): the caller must not modify them
-// afterwards, and may keep them itself to share the memory.
+// The reconciler keeps the flows in its own (wire) form: the caller's
+// slices are neither kept nor modified.
 func (r *Reconciler) Apply(ctx context.Context, changes map[string][]Flow) error {
 	return r.apply(ctx, changes, false)
 }
@@ -188,11 +199,13 @@ func (r *Reconciler) ApplyAndSweep(ctx context.Context, changes map[string][]Flo
 	return r.apply(ctx, changes, true)
 }
 
-// plan is one apply's work: the new owner flows, the new state of every
-// slot it touches (a zero slot is removed) and the bundle. Nothing of it
-// reaches the reconciler unless the bundle succeeds.
+// plan is one apply's work: the new owner flows (and the flows as given,
+// with the reconciler's cookie, to send without decoding), the new state of
+// every slot it touches (a zero slot is removed) and the bundle. Nothing of
+// it reaches the reconciler unless the bundle succeeds.
 type plan struct {
 	owners map[string]*ownerFlows
+	given  map[*ownerFlows][]Flow
 	next   map[flowKey]slot
 	mods   []FlowMod
 }
@@ -206,9 +219,11 @@ func (r *Reconciler) apply(ctx context.Context, changes map[string][]Flow, sweep
 	defer r.mu.Unlock()
 
 	owners := sortedKeys(changes)
-	p := &plan{owners: make(map[string]*ownerFlows, len(owners)), next: map[flowKey]slot{}}
+	p := &plan{owners: make(map[string]*ownerFlows, len(owners)), given: make(map[*ownerFlows][]Flow, len(owners)), next: map[flowKey]slot{}}
 	for _, o := range owners {
-		p.owners[o] = r.prepare(o, changes[o])
+		fs := r.withCookie(changes[o])
+		of := r.newOwnerFlows(o, fs)
+		p.owners[o], p.given[of] = of, fs
 	}
 	r.planDesires(p, owners)
 	dels := r.planRemovals(p, owners)
@@ -229,10 +244,10 @@ func (r *Reconciler) apply(ctx context.Context, changes map[string][]Flow, sweep
 	return nil
 }
 
-// prepare turns an owner's flows into what the reconciler keeps: the
-// caller's slice itself when every flow already carries the cookie, else
-// a copy with it, and the flows' keys.
-func (r *Reconciler) prepare(owner string, fs []Flow) *ownerFlows {
+// withCookie returns fs with the reconciler's cookie on every flow: fs
+// itself when they carry it already, else a copy (the caller's slice is
+// left as it was).
+func (r *Reconciler) withCookie(fs []Flow) []Flow {
 	for i := range fs {
 		if fs[i].Cookie != r.cookie {
 			fs = append([]Flow(nil), fs...)
@@ -242,11 +257,7 @@ func (r *Reconciler) prepare(owner string, fs []Flow) *ownerFlows {
 			break
 		}
 	}
-	of := &ownerFlows{name: owner, flows: fs, keys: make([]flowKey, len(fs))}
-	for i := range fs {
-		of.keys[i] = keyOf(&fs[i])
-	}
-	return of
+	return fs
 }
 
 // slotOf is a slot as this plan leaves it so far.
@@ -263,38 +274,56 @@ func (r *Reconciler) slotOf(p *plan, k flowKey) slot {
 func (r *Reconciler) planDesires(p *plan, owners []string) {
 	for _, o := range owners {
 		of := p.owners[o]
-		for i := range of.flows {
-			s := r.slotOf(p, of.keys[i])
-			s.owner, s.want = of, &of.flows[i]
-			p.next[of.keys[i]] = s
+		for i, k := range of.keys {
+			p.next[k] = slot{of: of, idx: int32(i), wanted: true}
 		}
 	}
 	for _, o := range owners {
 		of := p.owners[o]
-		for i := range of.flows {
-			if s := p.next[of.keys[i]]; s.want == &of.flows[i] {
-				p.next[of.keys[i]] = r.install(p, s)
+		fs := p.given[of]
+		for i, k := range of.keys {
+			if p.next[k].desires(of, i) {
+				// what the bridge holds is still r.slots' (p.next's
+				// entries so far only name the winners)
+				p.next[k] = r.install(p, r.slots[k], of, i, &fs[i])
 			}
 		}
 	}
 }
 
-// install adds to the bundle what brings the bridge's entry from s.have
-// to s.want, and returns the slot with the bridge holding s.want.
-func (r *Reconciler) install(p *plan, s slot) slot {
-	switch {
-	case s.have == nil:
-		p.mods = append(p.mods, FlowMod{Command: CmdAdd, Flow: *s.want})
-	case sameContent(s.have, s.want):
-	case sameHeader(s.have, s.want):
-		// only the actions differ: modify in place, keeping counters
-		p.mods = append(p.mods, FlowMod{Command: CmdModifyStrict, Flow: *s.want})
-	default:
-		// ADD replaces the entry atomically; OpenFlow 1.3 modify cannot change a cookie
-		p.mods = append(p.mods, FlowMod{Command: CmdAdd, Flow: *s.want})
+// install adds to the bundle what brings the bridge's entry from what old
+// says it holds to want (flow i of of), and returns the entry's slot with
+// the bridge holding it.
+func (r *Reconciler) install(p *plan, old slot, of *ownerFlows, i int, want *Flow) slot {
+	if have, same := r.held(old, of, i); !same {
+		switch {
+		case have == nil:
+			p.mods = append(p.mods, FlowMod{Command: CmdAdd, Flow: *want})
+		case sameContent(have, want):
+		case sameHeader(have, want):
+			// only the actions differ: modify in place, keeping counters
+			p.mods = append(p.mods, FlowMod{Command: CmdModifyStrict, Flow: *want})
+		default:
+			// ADD replaces the entry atomically; OpenFlow 1.3 modify cannot change a cookie
+			p.mods = append(p.mods, FlowMod{Command: CmdAdd, Flow: *want})
+		}
 	}
-	s.have = s.want
-	return s
+	return slot{of: of, idx: int32(i), wanted: true, held: true}
+}
+
+// held returns what the bridge holds for the entry of slot s (nil:
+// nothing), or same when it is byte for byte flow i of of: decided on the
+// records, without decoding or rendering (at a restart, 56k adopted flows
+// are compared with ours).
+func (r *Reconciler) held(s slot, of *ownerFlows, i int) (have *Flow, same bool) {
+	if !s.held {
+		return s.have, s.have != nil && r.encodesAs(s.have, of, i)
+	}
+	if sameRecord(s.of, int(s.idx), of, i) {
+		return nil, true
+	}
+	f := s.of.flow(int(s.idx))
+	return &f, false
 }
 
 // planRemovals lists the entries the changed owners had and nobody desires
@@ -310,8 +339,9 @@ func (r *Reconciler) planRemovals(p *plan, owners []string) []flowKey {
 			if _, touched := p.next[k]; touched {
 				continue // desired again (or already listed)
 			}
-			if s := r.slots[k]; s.owner == old {
-				p.next[k] = slot{have: s.have}
+			if s := r.slots[k]; s.wanted && s.of == old {
+				s.wanted = false
+				p.next[k] = s
 				dels = append(dels, k)
 			}
 		}
@@ -331,8 +361,9 @@ func (r *Reconciler) planReassert(p *plan, changes map[string][]Flow) {
 			if _, touched := p.next[k]; touched {
 				continue
 			}
-			if s := r.slots[k]; s.want == &of.flows[i] && s.have != s.want {
-				p.next[k] = r.install(p, s)
+			if s := r.slots[k]; s.desires(of, i) && !s.held {
+				want := of.flow(i)
+				p.next[k] = r.install(p, s, of, i, &want)
 			}
 		}
 	}
@@ -343,7 +374,7 @@ func (r *Reconciler) planReassert(p *plan, changes map[string][]Flow) {
 func (r *Reconciler) strays(p *plan) []flowKey {
 	var ks []flowKey
 	for k, s := range r.slots {
-		if _, touched := p.next[k]; !touched && s.want == nil && s.have != nil {
+		if _, touched := p.next[k]; !touched && !s.wanted && s.have != nil {
 			ks = append(ks, k)
 		}
 	}
@@ -354,7 +385,13 @@ func (r *Reconciler) strays(p *plan) []flowKey {
 // planDelete deletes the entry from the bridge (if it holds it) and drops
 // the slot.
 func (r *Reconciler) planDelete(p *plan, k flowKey) {
-	if have := r.slotOf(p, k).have; have != nil {
+	s := r.slotOf(p, k)
+	have := s.have
+	if s.held {
+		f := s.of.flow(int(s.idx))
+		have = &f
+	}
+	if have != nil {
 		p.mods = append(p.mods, FlowMod{Command: CmdDeleteStrict,
 			Flow: Flow{Table: have.Table, Priority: have.Priority, Match: have.Match, rawMatch: have.rawMatch}})
 	}
@@ -371,7 +408,7 @@ func (r *Reconciler) commit(p *plan) {
 		}
 	}
 	for o, of := range p.owners {
-		if len(of.flows) == 0 {
+		if of.len() == 0 {
 			delete(r.owners, o)
 		} else {
 			r.owners[o] = of
@@ -409,7 +446,10 @@ func (r *Reconciler) Installed() []InstalledFlow {
 	r.mu.Lock()
 	ks := make([]keyed, 0, len(r.slots))
 	for k, s := range r.slots {
-		if s.have != nil {
+		switch {
+		case s.held:
+			ks = append(ks, keyed{key: k, f: InstalledFlow{Owner: s.ownerName(), Flow: s.of.flow(int(s.idx))}})
+		case s.have != nil:
 			ks = append(ks, keyed{key: k, f: InstalledFlow{Owner: s.ownerName(), Flow: *s.have}})
 		}
 	}
@@ -438,8 +478,8 @@ func (r *Reconciler) Desired(owner string) []Flow {
 	var fs []Flow
 	if of := r.owners[owner]; of != nil {
 		for i, k := range of.keys {
-			if r.slots[k].want == &of.flows[i] {
-				fs = append(fs, of.flows[i])
+			if r.slots[k].desires(of, i) {
+				fs = append(fs, of.flow(i))
 			}
 		}
 	}
@@ -455,8 +495,8 @@ func (r *Reconciler) Counts() map[uint8]int {
 	defer r.mu.Unlock()
 	c := map[uint8]int{}
 	for _, s := range r.slots {
-		if s.have != nil {
-			c[s.have.Table]++
+		if s.installed() {
+			c[s.table()]++
 		}
 	}
 	return c

@@ -33,10 +33,10 @@ func withCookie(fs []Flow, c uint64) []Flow {
 	return fs
 }
 
-// TestReconcilerKeepsCallerSlice: flows that already carry the cookie are
-// kept as given (one copy in memory, shared with the agent); others are
-// copied with the cookie set, the caller's slice untouched.
-func TestReconcilerKeepsCallerSlice(t *testing.T) {
+// TestReconcilerLeavesCallerSlice: the reconciler keeps its own (wire)
+// copy of the flows, with its cookie; the caller's slices are left as they
+// were, and Desired gives the flows back as given.
+func TestReconcilerLeavesCallerSlice(t *testing.T) {
 	r := NewReconciler(&memSwitch{}, 7)
 	ctx := context.Background()
 	mine := withCookie(portFlows(1, 3), 7)
@@ -44,11 +44,23 @@ func TestReconcilerKeepsCallerSlice(t *testing.T) {
 	if err := r.Apply(ctx, map[string][]Flow{"port:1": mine, "port:2": other}); err != nil {
 		t.Fatal(err)
 	}
-	if &r.owners["port:1"].flows[0] != &mine[0] {
-		t.Fatal("flows with the reconciler's cookie were copied")
+	if other[0].Cookie != 0 {
+		t.Fatal("the caller's flows were modified")
 	}
-	if &r.owners["port:2"].flows[0] == &other[0] || other[0].Cookie != 0 || r.owners["port:2"].flows[0].Cookie != 7 {
-		t.Fatal("flows with another cookie must be copied with ours, the caller's left as they were")
+	for o, given := range map[string][]Flow{"port:1": mine, "port:2": withCookie(portFlows(2, 3), 7)} {
+		got := r.Desired(o)
+		if len(got) != len(given) {
+			t.Fatalf("%s: %d flows desired, want %d", o, len(got), len(given))
+		}
+		want := map[string]bool{}
+		for _, f := range given {
+			want[f.String()] = true
+		}
+		for _, f := range got {
+			if !want[f.String()] {
+				t.Errorf("%s: desired flow %s was not given (with cookie 7)", o, f.String())
+			}
+		}
 	}
 }
 
@@ -132,7 +144,7 @@ func TestReconcilerAdoptCompares(t *testing.T) {
 		t.Fatalf("bundle %v, want 1 modify + 1 add + 1 delete", c)
 	}
 	for _, s := range r.slots {
-		if s.have != s.want {
+		if !s.held || s.have != nil {
 			t.Fatal("an adopted flow is still held after the bridge was brought to the desired one")
 		}
 	}
