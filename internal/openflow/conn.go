@@ -566,6 +566,11 @@ func (c *Conn) Bundle(ctx context.Context, mods []FlowMod) error {
 	const flags = bundleFlagAtomic | bundleFlagOrdered
 	var encErr error
 	s.wmu.Lock()
+	// Tens of thousands of flow_mods are megabytes that ovs-vswitchd reads
+	// at its own pace (seconds when it is busy restoring every bridge). A
+	// cancelled ctx (the agent stopping) interrupts the writes; the session
+	// then dies with its half-sent bundle, which the switch discards.
+	stopInterrupt := context.AfterFunc(ctx, func() { _ = s.c.SetWriteDeadline(time.Now()) })
 	buf := make([]byte, 0, 512)
 	buf = AppendBundleControl(buf, lo, bid, bundleOpenReq, flags)
 	_, werr := s.w.Write(buf)
@@ -585,6 +590,11 @@ func (c *Conn) Bundle(ctx context.Context, mods []FlowMod) error {
 	}
 	if werr == nil {
 		werr = s.w.Flush()
+	}
+	if !stopInterrupt() && werr == nil {
+		// cancelled right after the last write: the deadline is set, the
+		// session must not keep it
+		werr = ctx.Err()
 	}
 	s.wmu.Unlock()
 	if werr != nil {

@@ -113,3 +113,35 @@ func TestDialWaitsForSocket(t *testing.T) {
 		t.Fatalf("want a dial error after ctx ended, got %v", err)
 	}
 }
+
+// TestBundleWriteInterruptedByCancel: a switch that stops reading (busy
+// ovs-vswitchd) must not hold a cancelled Bundle in its writes: the agent
+// stops within its SIGTERM budget.
+func TestBundleWriteInterruptedByCancel(t *testing.T) {
+	release := make(chan struct{})
+	path := fakeSwitch(t, Version13, func(net.Conn) { <-release }) // never reads again
+	defer close(release)
+	c, err := Dial(context.Background(), path, Options{MaxBackoff: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	mods := make([]FlowMod, 50000) // ~5 MB: far more than the socket buffers
+	for i := range mods {
+		mods[i] = FlowMod{Command: CmdAdd, Flow: Flow{Table: 60, Priority: uint16(i), Match: Match{InPort(uint32(i + 1))},
+			Actions: []Action{SetReg(5, uint32(i)), ResubmitTable(71)}}}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Bundle(ctx, mods) }()
+	time.Sleep(200 * time.Millisecond) // blocked in a write by now
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a bundle the switch never read succeeded")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Bundle still writing 5 s after its ctx was cancelled")
+	}
+}
