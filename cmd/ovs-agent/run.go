@@ -213,6 +213,9 @@ func agentOptions(cfg *config.Config) agent.Options {
 		// cleared, then the Controller row applied → ofproto_flush_flows), so
 		// only this check notices; report_interval (30 s) meant 30 s outages.
 		CanaryInterval: cfg.Agent.PollingInterval,
+		// After a burst (wiring, a resync), once in sync and idle for 5 s,
+		// return the burst's garbage to the OS (see agent.idleRelease).
+		ReleaseMemoryIdle: 5 * time.Second,
 	}
 	if cfg.TunnelingEnabled() {
 		opt.LocalIP = cfg.OVS.LocalIP

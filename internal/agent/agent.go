@@ -42,6 +42,10 @@ type Options struct {
 	// MaxInflightReports bounds the update_device_list calls out at once
 	// (default 8).
 	MaxInflightReports int
+	// ReleaseMemoryIdle: once the agent has been in sync and idle this long
+	// after a burst of work, the memory the burst left behind is returned
+	// to the OS (0: never; the Go runtime then keeps it for a while).
+	ReleaseMemoryIdle time.Duration
 	// RecordRPC makes the agent record its RPC calls in the metrics; off
 	// when the transport's observer already does.
 	RecordRPC bool
@@ -153,6 +157,7 @@ type Agent struct {
 	lastBatchSent time.Time
 	lastBatchEnd  time.Time         // when the loop's last batch returned (zero: none yet)
 	reread        map[string]bool   // bridges whose flows are re-read before the next apply (OpenFlow reconnect)
+	idle          *idleRelease      // returns a burst's garbage to the OS once idle
 	ct            *conntrackCleaner // nil without Deps.Conntrack
 }
 
@@ -181,6 +186,7 @@ func New(opt Options, d Deps) *Agent {
 		fw:          &firewall.State{Config: opt.Firewall, Ports: map[string]firewall.Port{}, Groups: map[string]firewall.SecurityGroup{}, Members: map[string][]firewall.Member{}},
 		ports:       map[string]*portRec{},
 		reread:      map[string]bool{},
+		idle:        newIdleRelease(opt.ReleaseMemoryIdle, d.Log),
 		fwPorts:     map[string]firewall.Port{},
 		netPorts:    map[pipeline.NetKey]map[string]bool{},
 		fdb:         map[string]map[netip.Addr]*pipeline.RemoteFDB{},
@@ -291,6 +297,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		case req := <-a.explain:
 			req.reply <- a.explainPort(req.portID)
 			continue
+		case <-a.idle.C:
+			a.idle.fired()
+			continue
 		}
 		// Coalesce. An event on an idle agent (no batch ended within the
 		// window) is applied at once: waiting would only add the window to
@@ -311,6 +320,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.batch(ctx)
 		a.d.Metrics.ObserveLoop(time.Since(start))
 		a.lastBatchEnd = a.now()
+		a.idle.afterBatch(a.inSync)
 		if a.d.AfterBatch != nil {
 			a.d.AfterBatch(a.inSync)
 		}

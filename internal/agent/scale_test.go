@@ -223,29 +223,7 @@ func TestScaleRealOVSRestart(t *testing.T) {
 	}
 	srv := newScaleServer(n)
 	h, _ := runScaleRealAgent(t, o, srv)
-	t0 := time.Now()
-	for start := 0; start < n; start += 100 {
-		args := []string{}
-		for i := start; i < min(start+100, n); i++ {
-			id := fmt.Sprintf("port-%05d", i)
-			name := "sc" + id[5:]
-			args = append(args, "--", "add-port", "br-int", name, "--", "set", "Interface", name, "type=internal",
-				"external_ids:iface-id="+id, "external_ids:attached-mac="+scaleMAC(i), "external_ids:iface-status=active")
-		}
-		if out, err := o.Vsctl(args[1:]...); err != nil {
-			t.Fatalf("add-port: %v: %s", err, out)
-		}
-	}
-	deadline := time.After(300 * time.Second)
-	for !(h.inSync() && srv.status(fmt.Sprintf("port-%05d", n-1)) == "ACTIVE" && allActive(srv)) {
-		select {
-		case <-h.batches:
-		case <-time.After(100 * time.Millisecond):
-		case <-deadline:
-			t.Fatal("timed out wiring")
-		}
-	}
-	wire := time.Since(t0)
+	wire := wireScaleReal(t, o, h, srv, n)
 	writeHeap(t)
 	h.stop()
 	calls := srv.calls()
@@ -253,7 +231,7 @@ func TestScaleRealOVSRestart(t *testing.T) {
 	stopCPU := profileCPU(t)
 	t1 := time.Now()
 	h2, _ := runScaleRealAgent(t, o, srv)
-	deadline = time.After(120 * time.Second)
+	deadline := time.After(120 * time.Second)
 	for !h2.inSync() {
 		select {
 		case <-h2.batches:
@@ -307,6 +285,35 @@ func TestScaleRealOVSRestart(t *testing.T) {
 		t.Logf("%d single ports after the restart: agent share (ovsagent_agent_batch_seconds) mean %.1f ms over %d ports",
 			singles, sum/float64(cnt)*1000, cnt)
 	}
+}
+
+// wireScaleReal plugs n internal ports (VIFs) on br-int, 100 per
+// ovs-vsctl call, and waits until the agent is in sync with all ACTIVE.
+func wireScaleReal(t *testing.T, o *ovstest.OVS, h *harness, srv *fakeServer, n int) time.Duration {
+	t.Helper()
+	t0 := time.Now()
+	for start := 0; start < n; start += 100 {
+		args := []string{}
+		for i := start; i < min(start+100, n); i++ {
+			id := fmt.Sprintf("port-%05d", i)
+			name := "sc" + id[5:]
+			args = append(args, "--", "add-port", "br-int", name, "--", "set", "Interface", name, "type=internal",
+				"external_ids:iface-id="+id, "external_ids:attached-mac="+scaleMAC(i), "external_ids:iface-status=active")
+		}
+		if out, err := o.Vsctl(args[1:]...); err != nil {
+			t.Fatalf("add-port: %v: %s", err, out)
+		}
+	}
+	deadline := time.After(300 * time.Second)
+	for !(h.inSync() && srv.status(fmt.Sprintf("port-%05d", n-1)) == "ACTIVE" && allActive(srv)) {
+		select {
+		case <-h.batches:
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("timed out wiring")
+		}
+	}
+	return time.Since(t0)
 }
 
 func allActive(s *fakeServer) bool {
