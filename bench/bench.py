@@ -746,9 +746,10 @@ def measure_resources(agent, idle_s):
     dt = time.time() - t0
     ticks = sum(cpu_ticks(p) - a[p] for p in pids)
     cpu = ticks / float(CLK_TCK)
-    save("resources-%s.txt" % agent.kind, "idle %.1fs: %d ticks = %.2f CPU s = %.2f %% of one core"
-         % (dt, ticks, cpu, cpu / dt * 100))
-    return rss, cpu, dt, len(pids)
+    rss_idle = sum(rss_kib(p) for p in pids if alive(p))
+    save("resources-%s.txt" % agent.kind, "idle %.1fs: %d ticks = %.2f CPU s = %.2f %% of one core; RSS total after it %d KiB"
+         % (dt, ticks, cpu, cpu / dt * 100, rss_idle))
+    return rss, rss_idle, cpu, dt, len(pids)
 
 
 def flows():
@@ -942,9 +943,10 @@ def run_agent(kind, args, ours_bin, net, floor_res, results):
                 R["settle"] = settle(agent)
                 R["flows"] = flows()
                 log("flows %s" % R["flows"])
-                rss, cpu, dt, np_ = measure_resources(agent, args.idle)
-                R["rss"], R["cpu"], R["nprocs"] = rss, cpu, np_
-                log("RSS %d KiB (%d processes), idle CPU %.2fs over %.0fs" % (rss, np_, cpu, dt))
+                rss, rss_idle, cpu, dt, np_ = measure_resources(agent, args.idle)
+                R["rss"], R["rss_idle"], R["cpu"], R["nprocs"] = rss, rss_idle, cpu, np_
+                log("RSS %d KiB (%d processes), %d KiB after the idle window; idle CPU %.2fs over %.0fs"
+                    % (rss, np_, rss_idle, cpu, dt))
                 if args.restart:
                     log("agent restart with %d+2 ports, ping %s -> %s every 100 ms" % (n, VMS[0], VMS[1]))
                     R["restart"] = measure_restart(agent, net, vmp[1]["ip"], args.max_wait)
@@ -1072,8 +1074,8 @@ def table(args, floor_res, results, cmd):
         row("%d ports unplugged → all DOWN" % n, "—",
             lambda r, n=n: fmt(r["unplug%d" % n][1]))
     nmax = max(args.ports)
-    row("RSS agent + helpers at %d+2 ports" % nmax, "—",
-        lambda r: "%.1f MiB (%d procs)" % (r["rss"] / 1024.0, r["nprocs"]))
+    row("RSS agent + helpers at %d+2 ports: settled / after %ds idle" % (nmax, args.idle), "—",
+        lambda r: "%.1f / %.1f MiB (%d procs)" % (r["rss"] / 1024.0, r.get("rss_idle", 0) / 1024.0, r["nprocs"]))
     row("CPU idle %ds (agent + helpers)" % args.idle, "—",
         lambda r: "%.2f s (%.2f %% of a core)" % (r["cpu"], r["cpu"] / args.idle * 100))
     if args.restart:
