@@ -61,9 +61,11 @@ func (a *Agent) fdbApply(entries FDBEntries, add bool) {
 				r = &pipeline.RemoteFDB{}
 				m[ip] = r
 			}
+			left := false // the remote's flooding entry is removed
 			for _, pair := range pairs {
 				if pair[0] == floodMAC {
 					r.Flood = add
+					left = !add
 					continue
 				}
 				e, ok := fdbEntry(pair)
@@ -73,7 +75,12 @@ func (a *Agent) fdbApply(entries FDBEntries, add bool) {
 				}
 				r.Entries = fdbSet(r.Entries, e, add)
 			}
-			if !r.Flood && len(r.Entries) == 0 {
+			// l2pop removes a remote's flooding entry when its last port on
+			// the network goes; what is left of its unicast entries is stale
+			// (neutron-server can send a port's fdb_add after its fdb_remove
+			// when the port is deleted while going up) and must not keep the
+			// tunnel port alive. The reference also keys the tunnel on it.
+			if left || !r.Flood && len(r.Entries) == 0 {
 				delete(m, ip)
 			}
 		}
