@@ -48,8 +48,15 @@ func testLogger() *slog.Logger {
 
 func start(t *testing.T, sw *fakeSwitch, fl *fakeFlows, srv *fakeServer, opt Options) *harness {
 	t.Helper()
+	return startWithClock(t, sw, fl, srv, opt, nil)
+}
+
+// startWithClock is start with Deps.Now = now (time.Now when nil).
+func startWithClock(t *testing.T, sw *fakeSwitch, fl *fakeFlows, srv *fakeServer, opt Options, now func() time.Time) *harness {
+	t.Helper()
 	h := &harness{t: t, sw: sw, fl: fl, srv: srv, m: metrics.New(), batches: make(chan bool, 1), done: make(chan error, 1)}
 	h.a = New(opt, Deps{Switch: sw, Flows: fl, Plugin: srv, Cache: srv, Reporter: srv, Metrics: h.m, Log: testLogger(),
+		Now: now,
 		AfterBatch: func(bool) {
 			select {
 			case h.batches <- true:

@@ -1,12 +1,9 @@
 package agent
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/ovsagent/ovsagent/internal/metrics"
 )
 
 // fakeClock is a settable Deps.Now.
@@ -37,19 +34,7 @@ func TestIdleAgentAppliesAtOnce(t *testing.T) {
 	opt := testOpts(true)
 	opt.BatchWindow = time.Hour
 	clock := &fakeClock{t: time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)}
-	h := &harness{t: t, sw: sw, fl: fl, srv: srv, m: metrics.New(), batches: make(chan bool, 1), done: make(chan error, 1)}
-	h.a = New(opt, Deps{Switch: sw, Flows: fl, Plugin: srv, Cache: srv, Reporter: srv, Metrics: h.m, Log: testLogger(),
-		Now: clock.now,
-		AfterBatch: func(bool) {
-			select {
-			case h.batches <- true:
-			default:
-			}
-		}})
-	ctx, cancel := context.WithCancel(context.Background())
-	h.cancel = cancel
-	go func() { h.done <- h.a.Run(ctx) }()
-	t.Cleanup(func() { h.stop() })
+	h := startWithClock(t, sw, fl, srv, opt, clock.now)
 
 	sw.snapshot() // the first batch: nothing ended before it, no window
 	h.waitFor("in sync with no port", h.inSync)
