@@ -40,7 +40,13 @@ type Options struct {
 	// RetryMin and RetryMax bound the back-off of failed work.
 	RetryMin, RetryMax time.Duration
 	// MaxInflightReports bounds the update_device_list calls out at once
-	// (default 8).
+	// (default 2). neutron-server turns ports ACTIVE one call after another
+	// (one RPC worker, port status rows under DB retry); more calls out do
+	// not make it faster, they queue there and time out together: at 1,000
+	// ports with 8 out, 60 s timeouts and retries of work the server was
+	// still doing doubled the time to all ACTIVE. Two keep a small call
+	// from waiting behind a whole big one. After a failed call the agent
+	// sends one at a time until a call succeeds again (reportLimit).
 	MaxInflightReports int
 	// ReleaseMemoryIdle: once the agent has been in sync and idle this long
 	// after a burst of work, the memory the burst left behind is returned
@@ -65,7 +71,7 @@ func (o *Options) defaults() {
 		o.RetryMax = 30 * time.Second
 	}
 	if o.MaxInflightReports <= 0 {
-		o.MaxInflightReports = 8
+		o.MaxInflightReports = 2
 	}
 }
 
@@ -106,6 +112,9 @@ type Agent struct {
 	results  chan *reportResult
 	wg       sync.WaitGroup // report calls out
 	inflight int
+	// reportLimit is the update_device_list calls allowed out now: 1 after
+	// a failed call, one more per successful call up to MaxInflightReports.
+	reportLimit int
 
 	// state
 	layout    BridgeLayout
@@ -180,6 +189,7 @@ func New(opt Options, d Deps) *Agent {
 		inReady:     make(chan struct{}, 1),
 		explain:     make(chan explainReq),
 		results:     make(chan *reportResult, opt.MaxInflightReports),
+		reportLimit: opt.MaxInflightReports,
 		reportNow:   make(chan struct{}, 1),
 		ps:          pipeline.NewState(opt.Pipeline),
 		vlans:       pipeline.NewVLANManager(),

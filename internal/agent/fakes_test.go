@@ -311,6 +311,21 @@ type fakeServer struct {
 	startFlags    int
 	answer        string
 	gate          chan struct{} // when set, update_device_list waits for a token
+	udlOut        int           // update_device_list calls in the server now
+	udlOutMax     int           // … the most at once since the last reset
+	udlFailed     int           // update_device_list calls refused (down)
+}
+
+// outNow returns the calls in the server now and the most at once since
+// the last call of outNow(true).
+func (s *fakeServer) outNow(reset bool) (now, most int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now, most = s.udlOut, s.udlOutMax
+	if reset {
+		s.udlOutMax = s.udlOut
+	}
+	return now, most
 }
 
 func newFakeServer() *fakeServer {
@@ -358,7 +373,14 @@ func (s *fakeServer) calls() int {
 func (s *fakeServer) UpdateDeviceList(ctx context.Context, up, down []string, refresh bool) (DeviceListResult, error) {
 	s.mu.Lock()
 	gate := s.gate
+	s.udlOut++
+	s.udlOutMax = max(s.udlOutMax, s.udlOut)
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.udlOut--
+		s.mu.Unlock()
+	}()
 	if gate != nil {
 		select {
 		case <-gate:
@@ -369,6 +391,7 @@ func (s *fakeServer) UpdateDeviceList(ctx context.Context, up, down []string, re
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.down {
+		s.udlFailed++
 		return DeviceListResult{}, errDown
 	}
 	s.udlCalls++

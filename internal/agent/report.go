@@ -11,7 +11,7 @@ import (
 // server works; its result comes back to the loop (onReportResult). A port
 // is in at most one call at a time, which keeps its ups and downs in order.
 func (a *Agent) reportDevices(ctx context.Context) {
-	if a.inflight >= a.opt.MaxInflightReports {
+	if a.inflight >= a.reportLimit {
 		return // a result will bring the loop back
 	}
 	now := a.now()
@@ -87,6 +87,7 @@ func (a *Agent) reportDevices(ctx context.Context) {
 			a.observeRPC("update_device_list", time.Since(start), err)
 			if err != nil {
 				r.err = err
+				r.replied = a.now()
 				a.deliver(ctx, r)
 				return
 			}
@@ -143,6 +144,7 @@ func (a *Agent) onReportResult(r *reportResult) {
 		a.log.Info("agent: update_device_list abandoned for the resync; reporting again", "ports", len(r.up)+len(r.down))
 		return
 	}
+	a.adaptReportLimit(r)
 	if r.err != nil {
 		a.reportFailed(append(r.up, r.down...), r.err)
 		return
@@ -201,6 +203,24 @@ func (a *Agent) onReportResult(r *reportResult) {
 	}
 	if len(failed) > 0 {
 		a.reportFailed(failed, nil)
+	}
+}
+
+// adaptReportLimit narrows the calls allowed out to one after a failure
+// (a timeout means the server is behind: a second call only queues there,
+// and the failed one's retry repeats work it may still be doing) and widens
+// it again by one per success.
+func (a *Agent) adaptReportLimit(r *reportResult) {
+	if r.err != nil {
+		if a.reportLimit > 1 {
+			a.log.Info("agent: update_device_list failed; one call at a time until one succeeds",
+				"took", r.replied.Sub(r.sent).Round(time.Millisecond), "err", errString(r.err))
+		}
+		a.reportLimit = 1
+		return
+	}
+	if a.reportLimit < a.opt.MaxInflightReports {
+		a.reportLimit++
 	}
 }
 
