@@ -150,6 +150,7 @@ type Agent struct {
 	fresh         bool   // next details fetch bypasses the cache
 	checkCanary   bool
 	ovsRestarted  bool
+	checkBridges  bool              // SetupBridges still to run after an ovs-vswitchd restart (handleOVSRestart)
 	tunnelSync    map[string]*retry // tunnel type → pending tunnel_sync
 	fdbAwait      map[string]time.Time
 	fdbSeen       map[string]time.Time                 // last add_fdb_entries per network

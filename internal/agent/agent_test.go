@@ -382,8 +382,15 @@ func TestVswitchdRestartRestoresFlows(t *testing.T) {
 	h.waitFor("in sync", func() bool { return h.inSync() && srv.status("p1") == "ACTIVE" })
 	want := fl.dump("br-int")
 	wantTun := fl.dump("br-tun")
-	setups := sw.setups
 	calls := srv.calls()
+	// The bridges are checked (SetupBridges waits for ovs-vswitchd to apply
+	// its whole configuration: seconds at 1,000 ports) only once the flows
+	// are back.
+	flowsAtSetup := make(chan int, 4)
+	sw.mu.Lock()
+	setups := sw.setups
+	sw.onSetup = func() { flowsAtSetup <- len(fl.dump("br-int")) }
+	sw.mu.Unlock()
 
 	fl.wipe()
 	fl.events <- DataplaneEvent{Bridge: "br-int"}
@@ -391,8 +398,15 @@ func TestVswitchdRestartRestoresFlows(t *testing.T) {
 	if strings.Join(fl.dump("br-int"), "\n") != strings.Join(want, "\n") {
 		t.Errorf("br-int after vswitchd restart differs")
 	}
-	if sw.setups <= setups {
-		t.Errorf("bridges not set up again after ovs-vswitchd restart")
+	select {
+	case n := <-flowsAtSetup:
+		if n != len(want) {
+			t.Errorf("bridges set up with %d of %d br-int flows back: the flows must go first", n, len(want))
+		}
+	case <-time.After(5 * time.Second):
+		sw.mu.Lock()
+		t.Errorf("bridges not set up again after ovs-vswitchd restart (%d setups, %d before)", sw.setups, setups)
+		sw.mu.Unlock()
 	}
 	if srv.calls() != calls {
 		t.Errorf("vswitchd restart reported ports again (%d calls)", srv.calls()-calls)

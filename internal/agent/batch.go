@@ -71,6 +71,13 @@ func (a *Agent) batch(ctx context.Context) {
 	if flowsOK {
 		a.reportDevices(ctx)
 	}
+	if a.checkBridges && flowsOK {
+		a.checkBridges = false
+		a.setupBridges(ctx)
+		if !a.bridgesOK {
+			a.checkBridges = true
+		}
+	}
 	a.updateSync()
 	if a.log.Enabled(ctx, slog.LevelDebug) {
 		a.log.Debug("agent: batch", "details", t1.Sub(t0), "wire", t2.Sub(t1), "ovsdb", t3.Sub(t2), "port_writes", len(settings),
@@ -107,11 +114,24 @@ func (a *Agent) installedOwners() []string {
 	return out
 }
 
-// handleOVSRestart re-creates the bridges and re-installs every flow.
+// handleOVSRestart re-installs every flow; the bridges are checked after.
+//
+// ovs-vswitchd restarted, ovsdb-server did not: the bridges, ports and
+// their ofports are still in the database, and vswitchd re-creates them from
+// it, reusing the ofports. It answers OpenFlow on a bridge long before it has
+// applied the whole configuration (cur_cfg): at 1,000 ports several seconds
+// before, seconds in which the bridges pass nothing. So the flows go first,
+// computed for the layout known, and SetupBridges — which waits for vswitchd
+// to catch up — runs after them (checkBridges); a layout it finds changed
+// recomputes everything. A lost database is the OVSDB resync's case.
 func (a *Agent) handleOVSRestart(ctx context.Context) bool {
-	a.setupBridges(ctx)
-	if !a.bridgesOK {
-		return false
+	if a.layout.Integration == "" {
+		a.setupBridges(ctx)
+		if !a.bridgesOK {
+			return false
+		}
+	} else {
+		a.checkBridges = true
 	}
 	a.ovsRestarted = false
 	a.d.Metrics.IncResync("ovs-restart")

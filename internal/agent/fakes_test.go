@@ -25,6 +25,7 @@ type fakeSwitch struct {
 	tunnels    map[string]TunnelPort
 	nextOF     int32
 	setups     int
+	onSetup    func() // called by SetupBridges, outside the lock
 	writes     int // Port rows written
 	failWrites int // next SetPorts calls that fail
 	events     chan PortEvent
@@ -42,8 +43,14 @@ func newFakeSwitch(tunnel bool) *fakeSwitch {
 
 func (s *fakeSwitch) SetupBridges(context.Context) (BridgeLayout, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.setups++
+	hook := s.onSetup
+	s.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.layout, nil
 }
 

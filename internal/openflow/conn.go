@@ -37,7 +37,10 @@ type Options struct {
 	// reconnection, not after the first connection: the agent resyncs.
 	OnReconnect func()
 	Logger      *slog.Logger
-	// MaxBackoff caps the reconnect backoff (default 5s).
+	// MaxBackoff caps the reconnect backoff (default 1s). A failed dial of
+	// the bridge's unix socket costs microseconds, and every second the
+	// agent is late after an ovs-vswitchd restart is a second without flows
+	// (with 5 s, up to 5 s of it).
 	MaxBackoff time.Duration
 }
 
@@ -89,7 +92,7 @@ func Dial(ctx context.Context, path string, opt Options) (*Conn, error) {
 		opt.Logger = slog.Default()
 	}
 	if opt.MaxBackoff == 0 {
-		opt.MaxBackoff = 5 * time.Second
+		opt.MaxBackoff = time.Second
 	}
 	c := &Conn{path: path, opt: opt, log: opt.Logger.With("ofconn", path), nextXid: 1, done: make(chan struct{}), connWait: make(chan struct{})}
 	backoff := 20 * time.Millisecond
