@@ -26,8 +26,8 @@ type fakeSwitch struct {
 	nextOF     int32
 	setups     int
 	onSetup    func() // called by SetupBridges, outside the lock
-	writes     int // Port rows written
-	failWrites int // next SetPorts calls that fail
+	writes     int    // Port rows written
+	failWrites int    // next SetPorts calls that fail
 	events     chan PortEvent
 }
 
