@@ -69,6 +69,7 @@ func (a *Agent) batch(ctx context.Context) {
 	flowsOK := a.applyFlows(ctx)
 	t4 := time.Now()
 	if flowsOK {
+		a.markWired(a.now())
 		a.reportDevices(ctx)
 	}
 	if a.checkBridges && flowsOK {
@@ -278,6 +279,7 @@ func (a *Agent) fetchDetails(ctx context.Context) {
 	start := time.Now()
 	devs, failed, err := a.d.Cache.Devices(ctx, ids, a.fresh)
 	a.observeRPC("get_device_details", time.Since(start), err)
+	got := a.now()
 	if err == nil && len(failed) == len(ids) {
 		err = errors.New("no device details")
 	}
@@ -311,6 +313,7 @@ func (a *Agent) fetchDetails(ctx context.Context) {
 			d = Device{PortID: id}
 		}
 		p.dev = &d
+		p.clock.mark(&p.clock.details, got)
 		p.recheck = fresh
 		p.needDetails = false
 		p.dirty = true
@@ -413,7 +416,7 @@ func (a *Agent) wirePort(p *portRec) (PortSetting, bool) {
 			p.setWant(reportUp)
 		} else {
 			p.setWant(reportNone)
-			p.seen = time.Time{}
+			p.clock.reset()
 		}
 	case wiredAdminDown:
 		if newWiring || p.want == reportUp {
@@ -425,7 +428,7 @@ func (a *Agent) wirePort(p *portRec) (PortSetting, bool) {
 			p.setWant(reportNone)
 		}
 		p.upOnSrv = false
-		p.seen = time.Time{}
+		p.clock.reset()
 	}
 	p.wired = w
 	if p.tagOK {

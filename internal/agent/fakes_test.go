@@ -166,6 +166,7 @@ type fakeFlows struct {
 	fail    int
 	rereads map[string]int // bridge → Reread calls
 	events  chan DataplaneEvent
+	onApply func(br string) // called by Apply before it changes anything
 }
 
 type fakeEntry struct {
@@ -180,6 +181,9 @@ func newFakeFlows() *fakeFlows {
 func (f *fakeFlows) Apply(_ context.Context, br string, ch FlowChange) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.onApply != nil {
+		f.onApply(br)
+	}
 	if f.fail > 0 {
 		f.fail--
 		return errDown
@@ -321,6 +325,8 @@ type fakeServer struct {
 	udlOut        int           // update_device_list calls in the server now
 	udlOutMax     int           // … the most at once since the last reset
 	udlFailed     int           // update_device_list calls refused (down)
+	onDevices     func()        // called by Devices (a slow server: advance a fake clock)
+	onUDL         func()        // called by UpdateDeviceList once through the gate
 }
 
 // outNow returns the calls in the server now and the most at once since
@@ -397,6 +403,9 @@ func (s *fakeServer) UpdateDeviceList(ctx context.Context, up, down []string, re
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.onUDL != nil {
+		s.onUDL()
+	}
 	if s.down {
 		s.udlFailed++
 		return DeviceListResult{}, errDown
@@ -444,6 +453,9 @@ func (s *fakeServer) TunnelSync(_ context.Context, ip, typ string) ([]TunnelEndp
 func (s *fakeServer) Devices(_ context.Context, ids []string, _ bool) (map[string]Device, []string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.onDevices != nil {
+		s.onDevices()
+	}
 	if s.down {
 		return nil, nil, errDown
 	}

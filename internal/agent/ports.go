@@ -47,8 +47,9 @@ type portRec struct {
 	needDetails bool
 	dirty       bool
 	recheck     bool // details came from a full resync: re-check the server's status
-	// seen is the first event not yet answered by a report (latency metric).
-	seen time.Time
+	// clock times the port's wiring from its first event not yet answered
+	// by a report (latency and stage metrics).
+	clock stageClock
 	// reAdded: unplugged and plugged again; reported down before up.
 	reAdded bool
 
@@ -143,9 +144,10 @@ func (a *Agent) upsertVIF(v VIF, seen time.Time) {
 		p.needDetails = true
 		p.dirty = true
 		p.retryAt = time.Time{}
-		if p.seen.IsZero() {
-			p.seen = seen
-		}
+		p.clock.start(seen)
+	}
+	if v.Ready() {
+		p.clock.mark(&p.clock.ofport, seen)
 	}
 	if old.Tag != v.Tag && p.wired != wiredNone {
 		// Someone changed the tag under us: rewrite it.

@@ -66,8 +66,8 @@ func (a *Agent) reportDevices(ctx context.Context) {
 		p := a.ports[id]
 		p.inflight = true
 		r.gens[id] = p.gen
-		if p.want == reportUp && !p.seen.IsZero() {
-			a.d.Metrics.ObserveAgentBatch(r.sent.Sub(p.seen))
+		if p.want == reportUp {
+			a.observeSent(p, r.sent)
 		}
 	}
 	for id := range r.refreshNets {
@@ -178,10 +178,7 @@ func (a *Agent) onReportResult(r *reportResult) {
 		p.upOnSrv = true
 		p.want = reportNone
 		p.failures = 0
-		if !p.seen.IsZero() {
-			a.d.Metrics.ObservePortWiring(r.replied.Sub(p.seen))
-			p.seen = time.Time{}
-		}
+		a.observeReplied(p, r.replied)
 	}
 	for _, id := range r.res.Down {
 		ok[id] = true

@@ -23,6 +23,7 @@ type Metrics struct {
 	portsWired     prometheus.Gauge
 	portWiring     prometheus.Histogram
 	agentBatch     prometheus.Histogram
+	wiringStage    *prometheus.HistogramVec
 	rpcDuration    *prometheus.HistogramVec
 	rpcErrors      *prometheus.CounterVec
 	flows          *prometheus.GaugeVec
@@ -57,9 +58,15 @@ func New() *Metrics {
 		}),
 		agentBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "ovsagent_agent_batch_seconds",
-			Help:    "The agent's own share of wiring: from the OVSDB event of a port to update_device_list sent.",
+			Help:    "The agent's own share of wiring a port: from the moment it has the port's ofport and details to the port wired (flows committed, OVSDB tag written) and its report ready to send.",
 			Buckets: latencyBuckets,
 		}),
+		wiringStage: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "ovsagent_port_wiring_stage_seconds",
+			Help: "Where a port's wiring time goes, by stage: vswitchd (OVSDB event to ofport), server_data (ofport to the port's details), " +
+				"agent (details to wired), report_queue (wired to update_device_list sent: a call slot), server (sent to the server's reply).",
+			Buckets: latencyBuckets,
+		}, []string{"stage"}),
 		rpcDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "ovsagent_rpc_duration_seconds",
 			Help:    "Duration of RPC calls to neutron-server, by method.",
@@ -100,7 +107,7 @@ func New() *Metrics {
 			Help: "update_device_list batches sent (one per loop batch that had ports to report).",
 		}),
 	}
-	r.MustRegister(m.portsWired, m.portWiring, m.agentBatch, m.rpcDuration, m.rpcErrors, m.flows,
+	r.MustRegister(m.portsWired, m.portWiring, m.agentBatch, m.wiringStage, m.rpcDuration, m.rpcErrors, m.flows,
 		m.bundleApply, m.resyncs, m.loopDuration, m.malformed, m.inSyncGauge, m.updateDevCalls,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -120,10 +127,18 @@ func (m *Metrics) ObservePortWiring(d time.Duration) {
 	}
 }
 
-// ObserveAgentBatch records one port's event → update_device_list sent latency.
+// ObserveAgentBatch records the agent's own share of wiring one port.
 func (m *Metrics) ObserveAgentBatch(d time.Duration) {
 	if m != nil {
 		m.agentBatch.Observe(d.Seconds())
+	}
+}
+
+// ObserveWiringStage records the time one port spent in one stage of its
+// wiring (see the metric's help for the stages).
+func (m *Metrics) ObserveWiringStage(stage string, d time.Duration) {
+	if m != nil {
+		m.wiringStage.WithLabelValues(stage).Observe(d.Seconds())
 	}
 }
 
