@@ -442,6 +442,10 @@ arp_responder = False
 [securitygroup]
 enable_security_group = True
 firewall_driver = openvswitch
+
+[ovsagent]
+# ours only (the reference ignores the section): the heap profile saved at the largest N
+debug_pprof = True
 """ % {"host": HOST, "ip": LOCAL_IP, "ovsd": OVSD})
 
 
@@ -652,6 +656,50 @@ class Agent:
         if self.kind != "ours":
             return ""
         return nsx(NS, "curl", "-s", "--max-time", "3", "http://127.0.0.1:9177/metrics", check=False)
+
+
+STAGES = ("vswitchd", "server_data", "agent", "report_queue", "server")
+_HIST = re.compile(r'^(ovsagent_port_wiring_stage_seconds|ovsagent_agent_batch_seconds)_(sum|count|bucket)'
+                   r'(?:\{([^}]*)\})? ([0-9.eE+-]+|\+Inf)$')
+
+
+def wiring_hist(text):
+    """The stage histograms of one /metrics scrape: key -> {"sum", "count", "buckets": {le: n}};
+    key is the stage, or "agent_batch" for the agent's own share."""
+    out = {}
+    for line in text.splitlines():
+        m = _HIST.match(line)
+        if not m:
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(3) or ""))
+        key = labels.get("stage", "agent_batch") if m.group(1).endswith("stage_seconds") else "agent_batch"
+        h = out.setdefault(key, {"sum": 0.0, "count": 0, "buckets": {}})
+        v = float(m.group(4))
+        if m.group(2) == "bucket":
+            h["buckets"][labels["le"]] = v
+        else:
+            h[m.group(2)] = v
+    return out
+
+
+def wiring_stages(after, before):
+    """Per-port stage figures between two scrapes: stage -> (mean s, ports, p99 bucket bound s,
+    share of ports at or under 20 ms)."""
+    a, b = wiring_hist(after), wiring_hist(before or "")
+    res = {}
+    for key in STAGES + ("agent_batch",):
+        if key not in a:
+            continue
+        z = b.get(key, {"sum": 0.0, "count": 0, "buckets": {}})
+        n = a[key]["count"] - z["count"]
+        if n <= 0:
+            continue
+        mean = (a[key]["sum"] - z["sum"]) / n
+        les = sorted((float(le), a[key]["buckets"][le] - z["buckets"].get(le, 0)) for le in a[key]["buckets"])
+        p99 = next((le for le, c in les if c >= 0.99 * n), float("inf"))
+        le20 = next((c for le, c in les if abs(le - 0.02) < 1e-9), 0) / n
+        res[key] = (mean, int(n), p99, le20)
+    return res
 
 
 def settle(agent, quiet_ticks=10, window=2.0, timeout=300):
@@ -934,8 +982,11 @@ def run_agent(kind, args, ours_bin, net, floor_res, results):
 
         log("single-port plug -> ACTIVE, %d samples" % args.samples)
         p50, p99, _ = measure_single(agent, net, ports, args.samples)
+        last_scrape = ""
         if kind == "ours":
-            save("metrics-ours-after-single.txt", agent.metrics())
+            last_scrape = agent.metrics()
+            save("metrics-ours-after-single.txt", last_scrape)
+            R["stages_single"] = wiring_stages(last_scrape, "")
         R["single"] = (p50, p99)
         log("single p50 %.3f p99 %.3f" % (p50, p99))
         settle(agent)
@@ -949,7 +1000,10 @@ def run_agent(kind, args, ours_bin, net, floor_res, results):
             log("N=%d add-port loop %.2fs, all ACTIVE %s" % (n, loop, "%.2fs" % d if d else "TIMEOUT"))
             if kind == "ours":
                 time.sleep(1)
-                save("metrics-ours-after-plug%d.txt" % n, agent.metrics())
+                scrape = agent.metrics()
+                save("metrics-ours-after-plug%d.txt" % n, scrape)
+                R["stages%d" % n] = wiring_stages(scrape, last_scrape)
+                log("N=%d where the time went (mean per port, s): %s" % (n, R["stages%d" % n]))
             if n == nmax and d is not None:
                 R["settle"] = settle(agent)
                 R["flows"] = flows()
@@ -958,6 +1012,10 @@ def run_agent(kind, args, ours_bin, net, floor_res, results):
                 R["rss"], R["rss_idle"], R["cpu"], R["nprocs"] = rss, rss_idle, cpu, np_
                 log("RSS %d KiB (%d processes), %d KiB after the idle window; idle CPU %.2fs over %.0fs"
                     % (rss, np_, rss_idle, cpu, dt))
+                if kind == "ours":
+                    # After the RSS and idle figures, which it would disturb; gc=1: live objects only.
+                    nsx(NS, "curl", "-s", "--max-time", "30", "-o", os.path.join(OUT, "heap-ours-%d.pprof" % n),
+                        "http://127.0.0.1:9177/debug/pprof/heap?gc=1", check=False)
                 if args.restart:
                     log("agent restart with %d+2 ports, ping %s -> %s every 100 ms" % (n, VMS[0], VMS[1]))
                     R["restart"] = measure_restart(agent, net, vmp[1]["ip"], args.max_wait)
@@ -974,7 +1032,8 @@ def run_agent(kind, args, ours_bin, net, floor_res, results):
             R["unplug%d" % n] = (loop, d)
             log("N=%d unplug loop %.2fs, all DOWN %s" % (n, loop, "%.2fs" % d if d else "TIMEOUT"))
             if kind == "ours":
-                save("metrics-ours-after-unplug%d.txt" % n, agent.metrics())
+                last_scrape = agent.metrics()
+                save("metrics-ours-after-unplug%d.txt" % n, last_scrape)
             if d is None:
                 break
             settle(agent)
@@ -1084,6 +1143,16 @@ def table(args, floor_res, results, cmd):
             lambda r, n=n: "%s (%s)" % (fmt(r["plug%d" % n][1]), fmt(r["plug%d" % n][0])))
         row("%d ports unplugged → all DOWN" % n, "—",
             lambda r, n=n: fmt(r["unplug%d" % n][1]))
+    def stages(r, key):
+        st = r[key]
+        ag = st["agent_batch"]
+        return "%s / %s / **%s** (p99 ≤ %s, %.0f %% ≤ 20 ms) / %s / %s" % tuple(
+            [fmt(st[k][0] * 1000, "", 1) if k in st else "—" for k in STAGES[:2]] +
+            [fmt(ag[0] * 1000, "", 1), fmt(ag[2] * 1000, "", 0), ag[3] * 100] +
+            [fmt(st[k][0] * 1000, "", 1) if k in st else "—" for k in STAGES[3:]])
+    for key, what in [("stages_single", "single ports")] + [("stages%d" % n, "%d ports" % n) for n in sorted(args.ports)]:
+        row("where a port's time went, %s, mean ms: vswitchd / server data / **agent** / call slot / server reply" % what,
+            "—", lambda r, key=key: stages(r, key))
     nmax = max(args.ports)
     row("RSS agent + helpers at %d+2 ports: settled / after %ds idle" % (nmax, args.idle), "—",
         lambda r: "%.1f / %.1f MiB (%d procs)" % (r["rss"] / 1024.0, r.get("rss_idle", 0) / 1024.0, r["nprocs"]))

@@ -128,6 +128,9 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 			return fmt.Errorf("ovsagent.metrics_listen: %w", err)
 		}
 		ms.Handle("/explain/", explainHandler(ag))
+		if cfg.OVSAgent.DebugPprof {
+			mountPprof(ms)
+		}
 		go func() {
 			if err := ms.Serve(ctx, log); err != nil {
 				log.Error("metrics server", "err", err)

@@ -154,6 +154,9 @@ type OVSAgentOptions struct {
 	// RSS in sync of ~52 instead of ~86-99 MiB, for 2-3x the GCs while
 	// wiring (docs/notes/agent.md, "RSS at 1,000 ports").
 	MemoryLimitMiB int
+	// DebugPprof mounts Go's /debug/pprof/ handlers on the metrics
+	// listener (heap and CPU profiles of a running agent). Default off.
+	DebugPprof bool
 }
 
 // DeviceListChunk is the effective update_device_list chunk size.

@@ -281,6 +281,7 @@ metrics_listen =
 batch_window_ms = 25
 device_list_chunk_size = 100
 memory_limit_mib = 48
+debug_pprof = true
 [securitygroup]
 firewall_driver = neutron.agent.linux.iptables_firewall.OVSHybridIptablesFirewallDriver
 enable_security_group = false
@@ -288,7 +289,7 @@ enable_security_group = false
 	if !c.Default.Debug || c.Default.RPCResponseTimeout != 30*time.Second || c.Agent.ReportInterval != 2500*time.Millisecond ||
 		!c.Agent.DSCPSet || c.Agent.DSCP != 18 || c.Agent.DontFragment || !c.Rabbit.AMQPDurableQueues || !c.Rabbit.HAQueues ||
 		c.Rabbit.HeartbeatRate != 3 || c.OVSAgent.MetricsListen != "" || c.OVSAgent.BatchWindow != 25*time.Millisecond ||
-		c.DeviceListChunk() != 100 || c.OVSAgent.MemoryLimitMiB != 48 || c.SecurityGroup.FirewallDriver != FirewallIptablesHybrid || c.EffectiveFirewall() != FirewallNoop {
+		c.DeviceListChunk() != 100 || c.OVSAgent.MemoryLimitMiB != 48 || !c.OVSAgent.DebugPprof || c.SecurityGroup.FirewallDriver != FirewallIptablesHybrid || c.EffectiveFirewall() != FirewallNoop {
 		t.Errorf("unexpected: %+v", c)
 	}
 	if !reflect.DeepEqual(c.OVS.ResourceProviderHypervisors, map[string]string{"br-phys": "hv1", "br-x": "hv2"}) {
