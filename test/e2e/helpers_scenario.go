@@ -274,6 +274,7 @@ type PingReport struct {
 	MaxGap      time.Duration // longest time between two consecutive replies
 	MaxGapAfter time.Time     // the reply that ended the longest gap
 	LastBefore  time.Time     // last reply before the gap
+	Missing     []int         // icmp_seq numbers sent and never answered
 }
 
 // FirstReplyAfter is the time of the first reply after t (zero if none).
@@ -307,6 +308,23 @@ func (p *TimedPinger) Stop() PingReport {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r := PingReport{PingStats: parsePing(p.out.String())}
+	got := map[int]bool{}
+	for _, rep := range p.replies {
+		got[rep.seq] = true
+	}
+	for seq := 1; seq <= r.Sent; seq++ {
+		if !got[seq] {
+			r.Missing = append(r.Missing, seq)
+		}
+	}
+	// The echo sent just before the interrupt may still be on its way
+	// (ping counts it transmitted, and lost): it was never given the
+	// chance to come back, so it counts neither way. A real outage at the
+	// end still shows in the echoes before it.
+	if n := len(r.Missing); n > 0 && r.Missing[n-1] == r.Sent {
+		r.Sent--
+		r.Missing = r.Missing[:n-1]
+	}
 	for i := 1; i < len(p.replies); i++ {
 		if g := p.replies[i].at.Sub(p.replies[i-1].at); g > r.MaxGap {
 			r.MaxGap, r.MaxGapAfter, r.LastBefore = g, p.replies[i].at, p.replies[i-1].at

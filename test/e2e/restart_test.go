@@ -225,7 +225,7 @@ func TestRestartKill9(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	rep2 := pinger2.Stop()
 	if rep2.Sent < 20 || rep2.Lost() != 0 {
-		t.Errorf("SIGTERM: ping across the stop: %d sent, %d lost", rep2.Sent, rep2.Lost())
+		t.Errorf("SIGTERM: ping across the stop: %d sent, %d lost (icmp_seq %v)", rep2.Sent, rep2.Lost(), rep2.Missing)
 	}
 	t.Logf("SIGTERM: ping across the stop: %d sent, %d lost", rep2.Sent, rep2.Lost())
 	compareFlowSets(t, "after SIGTERM", after, flowSets(t, e))
