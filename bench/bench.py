@@ -1167,7 +1167,7 @@ def table(args, floor_res, results, cmd):
         row("restart: start → in sync (kill → gone)", "—",
             lambda r: "%s (%s)" % (fmt(r["restart"]["sync"]), fmt(r["restart"]["gone"])))
         row("restart: of which the server's bulk_pull calls", "—",
-            lambda r: fmt(r["restart"]["server_pulls"]))
+            lambda r: fmt(r["restart"]["server_pulls"]) if r["restart"].get("server_pulls") is not None else "—")
         row("restart: ports whose revision changed (status flaps)", "—",
             lambda r: "%d" % r["restart"]["rev_changed"])
         row("ovs-vswitchd restart → pings back (lost)", "—",
