@@ -11,6 +11,13 @@ import (
 // release for another one to be worth a full collection.
 const releaseMinAlloc = 16 << 20
 
+// quietBatchAlloc is the most a batch may allocate and still count as idle:
+// the periodic canary check (every polling_interval, 2 s by default) runs a
+// batch that allocates a few KiB. Were it to postpone the release like real
+// work, a release delay above the polling interval would never be reached
+// (run 5 of the bench: 16 MiB of free heap kept for the whole idle minute).
+const quietBatchAlloc = 1 << 20
+
 // idleRelease returns the memory a burst of work left behind (wiring 1,000
 // ports allocates hundreds of MiB over a live heap of ~12 MiB) once the
 // agent has been in sync and idle for a while. Go's collector would reuse
@@ -24,6 +31,8 @@ type idleRelease struct {
 	timer *time.Timer
 	log   *slog.Logger
 	base  uint64 // allocated bytes at the last release
+	armed bool   // the timer runs
+	armAt uint64 // allocated bytes when it was last (re)armed
 }
 
 func newIdleRelease(after time.Duration, log *slog.Logger) *idleRelease {
@@ -36,21 +45,30 @@ func newIdleRelease(after time.Duration, log *slog.Logger) *idleRelease {
 	return r
 }
 
-// afterBatch (re)arms the timer while the agent is in sync: every batch
-// postpones the release; a batch out of sync cancels it.
+// afterBatch (re)arms the timer while the agent is in sync: a batch that
+// worked (allocated more than quietBatchAlloc since the timer was armed)
+// postpones the release, a quiet one leaves a running timer alone; a batch
+// out of sync cancels it.
 func (r *idleRelease) afterBatch(inSync bool) {
 	if r.timer == nil {
 		return
 	}
-	if inSync {
-		r.timer.Reset(r.after)
-	} else {
+	if !inSync {
 		r.timer.Stop()
+		r.armed = false
+		return
 	}
+	total := allocatedBytes()
+	if r.armed && total-r.armAt < quietBatchAlloc {
+		return
+	}
+	r.timer.Reset(r.after)
+	r.armed, r.armAt = true, total
 }
 
 // fired releases when enough was allocated since the last release.
 func (r *idleRelease) fired() {
+	r.armed = false
 	total := allocatedBytes()
 	if total-r.base < releaseMinAlloc {
 		return
