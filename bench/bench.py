@@ -244,6 +244,20 @@ def rss_kib(pid):
     return 0
 
 
+def rss_split(pid):
+    """RssAnon / RssFile / RssShmem in KiB: which part of RSS is the process's own
+    memory and which the binary's pages (file-backed, shared with every copy)."""
+    out = {}
+    try:
+        for l in open("/proc/%d/status" % pid):
+            for k in ("RssAnon:", "RssFile:", "RssShmem:"):
+                if l.startswith(k):
+                    out[k[:-1]] = int(l.split()[1])
+    except OSError:
+        pass
+    return "anon %d / file %d / shmem %d KiB" % (out.get("RssAnon", 0), out.get("RssFile", 0), out.get("RssShmem", 0))
+
+
 def cpu_ticks(pid):
     try:
         f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
@@ -795,7 +809,7 @@ def measure_resources(agent, idle_s):
     pids = agent_pids()
     lines = []
     for p in pids:
-        lines.append("%7d %8d KiB  %s" % (p, rss_kib(p), cmdline(p)[:160]))
+        lines.append("%7d %8d KiB (%s)  %s" % (p, rss_kib(p), rss_split(p), cmdline(p)[:160]))
     rss = sum(rss_kib(p) for p in pids)
     save("resources-%s.txt" % agent.kind, "processes in netns %s (agent + helpers):\n%s\nRSS total %d KiB"
          % (NS, "\n".join(lines), rss))
@@ -806,8 +820,8 @@ def measure_resources(agent, idle_s):
     ticks = sum(cpu_ticks(p) - a[p] for p in pids)
     cpu = ticks / float(CLK_TCK)
     rss_idle = sum(rss_kib(p) for p in pids if alive(p))
-    save("resources-%s.txt" % agent.kind, "idle %.1fs: %d ticks = %.2f CPU s = %.2f %% of one core; RSS total after it %d KiB"
-         % (dt, ticks, cpu, cpu / dt * 100, rss_idle))
+    save("resources-%s.txt" % agent.kind, "idle %.1fs: %d ticks = %.2f CPU s = %.2f %% of one core; RSS total after it %d KiB (%s)"
+         % (dt, ticks, cpu, cpu / dt * 100, rss_idle, "; ".join(rss_split(p) for p in pids if alive(p))))
     return rss, rss_idle, cpu, dt, len(pids)
 
 
