@@ -144,10 +144,28 @@ func (s *NeutronServer) refreshPorts(ctx context.Context, ids []string) error {
 	for _, id := range ids[refreshSample:] {
 		before[id] = s.Cache.Port(id)
 	}
+	// The sample's networks are pulled while the security groups are: the
+	// server overlaps two calls (one waits on the database while the other
+	// runs), and DevicesDetails then finds them cached. A failed prefetch
+	// is pulled again there.
+	nets := map[string]bool{}
+	for _, id := range ids[:refreshSample] {
+		if p := s.Cache.Port(id); p != nil && p.NetworkID != "" {
+			nets[p.NetworkID] = true
+		}
+	}
+	prefetched := make(chan struct{})
+	go func() {
+		defer close(prefetched)
+		if len(nets) > 0 {
+			_ = s.Cache.Ensure(ctx, neutron.TypeNetwork, neutron.Filter{"id": sortedKeys(nets)}, true)
+		}
+	}()
 	if len(sgs) > 0 {
 		// Errors are not fatal here: the by-id pull below covers every port.
 		_, _, _ = s.SecurityGroups(ctx, sortedKeys(sgs))
 	}
+	<-prefetched
 	var rest []string
 	for _, id := range ids[refreshSample:] {
 		// A port object that changed identity was just pulled (the cache
@@ -184,11 +202,17 @@ func deviceOf(d neutron.DeviceDetails) Device {
 // (pulled in bulk when missing), and the members of every remote group
 // (its ports' addresses) and address group the rules name.
 func (s *NeutronServer) SecurityGroups(ctx context.Context, ids []string) (map[string]firewall.SecurityGroup, map[string][]firewall.Member, error) {
-	if err := s.Cache.Ensure(ctx, neutron.TypeSecurityGroup, neutron.Filter{"id": ids}, true); err != nil {
-		return nil, nil, fmt.Errorf("neutron: security groups: %w", err)
-	}
-	if err := s.Cache.Ensure(ctx, neutron.TypeSecurityGroupRule, neutron.Filter{"security_group_id": ids}, true); err != nil {
+	// The groups and their rules are independent pulls: both out at once.
+	rulesErr := make(chan error, 1)
+	go func() {
+		rulesErr <- s.Cache.Ensure(ctx, neutron.TypeSecurityGroupRule, neutron.Filter{"security_group_id": ids}, true)
+	}()
+	sgErr := s.Cache.Ensure(ctx, neutron.TypeSecurityGroup, neutron.Filter{"id": ids}, true)
+	if err := <-rulesErr; err != nil {
 		return nil, nil, fmt.Errorf("neutron: security group rules: %w", err)
+	}
+	if sgErr != nil {
+		return nil, nil, fmt.Errorf("neutron: security groups: %w", sgErr)
 	}
 	groups := map[string]firewall.SecurityGroup{}
 	remoteSGs, remoteAGs := map[string]bool{}, map[string]bool{}

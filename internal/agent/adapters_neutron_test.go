@@ -134,3 +134,73 @@ func TestRefreshPortsPullsEachPortOnce(t *testing.T) {
 		t.Errorf("the firewall's member lookup pulled again (%d ports, %v)", pp.returned, err)
 	}
 }
+
+// meetPuller is portPuller whose pulls of two paired types wait for each
+// other: a pull whose partner is not out at the same time gives up after
+// a while and records it. It proves two pulls are out at once.
+type meetPuller struct {
+	*portPuller
+	pairs   map[string]string // type -> the type that must be out with it
+	mu      sync.Mutex
+	arrived map[string]chan struct{}
+	alone   []string
+}
+
+func (m *meetPuller) arrive(rtype string) chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.arrived[rtype]
+	if c == nil {
+		c = make(chan struct{})
+		m.arrived[rtype] = c
+	}
+	return c
+}
+
+func (m *meetPuller) BulkPull(ctx context.Context, rtype string, f neutron.Filter) ([]neutron.Resource, error) {
+	if partner, ok := m.pairs[rtype]; ok {
+		select {
+		case <-m.arrive(rtype):
+		default:
+			close(m.arrive(rtype))
+		}
+		select {
+		case <-m.arrive(partner):
+		case <-time.After(2 * time.Second):
+			m.mu.Lock()
+			m.alone = append(m.alone, rtype+" without "+partner)
+			m.mu.Unlock()
+		}
+	}
+	return m.portPuller.BulkPull(ctx, rtype, f)
+}
+
+// The pulls of a restart that do not depend on each other are out at the
+// same time (the server overlaps them): a group and its rules; the
+// sampled ports' networks and the security groups.
+func TestRefreshPullsIndependentTypesAtOnce(t *testing.T) {
+	sg := &neutron.SecurityGroup{ID: "default", Stateful: true}
+	pp := &portPuller{sg: sg}
+	var ids []string
+	for i := 0; i < 20; i++ {
+		id := "p" + hex2(i)
+		pp.ports = append(pp.ports, &neutron.Port{ID: id, NetworkID: "n", SecurityGroupIDs: []string{"default"},
+			Bindings: []neutron.PortBinding{{PortID: id, Host: "me"}}})
+		ids = append(ids, id)
+	}
+	m := &meetPuller{portPuller: pp, arrived: map[string]chan struct{}{}, pairs: map[string]string{
+		neutron.TypeSecurityGroup: neutron.TypeSecurityGroupRule, neutron.TypeSecurityGroupRule: neutron.TypeSecurityGroup,
+		neutron.TypeNetwork: neutron.TypeSecurityGroup}}
+	s := &NeutronServer{Cache: neutron.NewCache(neutron.CacheOptions{Puller: m}), Host: "me"}
+	if err := s.refreshPorts(context.Background(), ids); err != nil {
+		t.Fatal(err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.alone) > 0 {
+		t.Errorf("pulls made one after the other: %v", m.alone)
+	}
+	if _, ok := m.arrived[neutron.TypeNetwork]; !ok {
+		t.Error("the sampled ports' network was not pulled with the groups")
+	}
+}
