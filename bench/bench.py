@@ -672,7 +672,7 @@ class Agent:
         return nsx(NS, "curl", "-s", "--max-time", "3", "http://127.0.0.1:9177/metrics", check=False)
 
 
-STAGES = ("vswitchd", "server_data", "agent", "report_queue", "server")
+STAGES = ("vswitchd", "server_data", "agent", "dataplane", "report_queue", "server")
 _HIST = re.compile(r'^(ovsagent_port_wiring_stage_seconds|ovsagent_agent_batch_seconds)_(sum|count|bucket)'
                    r'(?:\{([^}]*)\})? ([0-9.eE+-]+|\+Inf)$')
 
@@ -1163,12 +1163,12 @@ def table(args, floor_res, results, cmd):
     def stages(r, key):
         st = r[key]
         ag = st["agent_batch"]
-        return "%s / %s / **%s** (p99 ≤ %s, %.0f %% ≤ 20 ms) / %s / %s" % tuple(
+        return "%s / %s / **%s** (p99 ≤ %s, %.0f %% ≤ 20 ms) / %s / %s / %s" % tuple(
             [fmt(st[k][0] * 1000, "", 1) if k in st else "—" for k in STAGES[:2]] +
             [fmt(ag[0] * 1000, "", 1), fmt(ag[2] * 1000, "", 0), ag[3] * 100] +
             [fmt(st[k][0] * 1000, "", 1) if k in st else "—" for k in STAGES[3:]])
     for key, what in [("stages_single", "single ports")] + [("stages%d" % n, "%d ports" % n) for n in sorted(args.ports)]:
-        row("where a port's time went, %s, mean ms: vswitchd / server data / **agent** / call slot / server reply" % what,
+        row("where a port's time went, %s, mean ms: vswitchd / server data / **agent** / dataplane (OVSDB tag + bundle) / call slot / server reply" % what,
             "—", lambda r, key=key: stages(r, key))
     nmax = max(args.ports)
     row("RSS agent + helpers at %d+2 ports: settled / after %ds idle" % (nmax, args.idle), "—",

@@ -90,7 +90,9 @@ func (a *Agent) applyFlows(ctx context.Context) bool {
 			continue
 		}
 		start := time.Now()
+		applyStart := a.now()
 		err := a.d.Flows.Apply(ctx, br, FlowChange{Set: set, Sweep: sweep})
+		a.bundleWait += a.now().Sub(applyStart)
 		if err != nil {
 			a.log.Warn("agent: flow bundle failed; retrying", "bridge", br, "owners", len(set), "err", err)
 			failed = true

@@ -62,14 +62,17 @@ func (a *Agent) batch(ctx context.Context) {
 	a.releaseIdleNetworks()
 	a.reconcileTunnels(ctx)
 	t2 := time.Now()
+	w0 := a.now()
 	a.writePorts(ctx, settings)
+	tagWait := a.now().Sub(w0)
 	t3 := time.Now()
+	a.bundleWait = 0
 	a.updateFirewall(ctx)
 	owners := len(a.dirtyOwner)
 	flowsOK := a.applyFlows(ctx)
 	t4 := time.Now()
 	if flowsOK {
-		a.markWired(a.now())
+		a.markWired(a.now(), tagWait+a.bundleWait)
 		a.reportDevices(ctx)
 	}
 	if a.checkBridges && flowsOK {

@@ -297,7 +297,7 @@ func TestScaleRealOVSRestart(t *testing.T) {
 		}
 	}
 	var parts []string
-	for _, st := range []string{stageVswitchd, stageServerData, stageAgent, stageReportQueue, stageServer} {
+	for _, st := range []string{stageVswitchd, stageServerData, stageAgent, stageDataplane, stageReportQueue, stageServer} {
 		if cnts[st] > 0 {
 			parts = append(parts, fmt.Sprintf("%s %.1f ms", st, sums[st]/cnts[st]*1000))
 		}

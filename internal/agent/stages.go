@@ -14,6 +14,11 @@ type stageClock struct {
 	details time.Time // the port's details were in hand
 	wired   time.Time // flows committed and tag written: ready to report
 	sent    time.Time // first update_device_list that carried it up
+	// dataplane is the part of the wiring batch spent on the switch: the
+	// OVSDB tag transaction and the OpenFlow bundles until ovsdb-server and
+	// ovs-vswitchd confirmed them. It is inside agentStart..wired and is
+	// reported as its own stage, so that "agent" is the agent's own work.
+	dataplane time.Duration
 }
 
 // The stage labels of ovsagent_port_wiring_stage_seconds.
@@ -21,6 +26,7 @@ const (
 	stageVswitchd    = "vswitchd"
 	stageServerData  = "server_data"
 	stageAgent       = "agent"
+	stageDataplane   = "dataplane"
 	stageReportQueue = "report_queue"
 	stageServer      = "server"
 )
@@ -69,7 +75,10 @@ func (c *stageClock) sentStages() []stageSpan {
 		out = append(out, stageSpan{stageServerData, nonNeg(c.details.Sub(from))})
 	}
 	if !c.wired.IsZero() {
-		out = append(out, stageSpan{stageAgent, nonNeg(c.wired.Sub(c.agentStart()))})
+		wiring := nonNeg(c.wired.Sub(c.agentStart()))
+		dp := min(c.dataplane, wiring)
+		out = append(out, stageSpan{stageAgent, wiring - dp})
+		out = append(out, stageSpan{stageDataplane, dp})
 		out = append(out, stageSpan{stageReportQueue, nonNeg(c.sent.Sub(c.wired))})
 	}
 	return out
@@ -118,11 +127,13 @@ func (a *Agent) observeReplied(p *portRec, replied time.Time) {
 }
 
 // markWired stamps every port whose report up could go now: wired on its
-// VLAN, tag written, and (the caller's condition) its flows committed.
-func (a *Agent) markWired(now time.Time) {
+// VLAN, tag written, and (the caller's condition) its flows committed;
+// dataplane is what this batch spent waiting on the switch.
+func (a *Agent) markWired(now time.Time, dataplane time.Duration) {
 	for _, p := range a.ports {
-		if p.want == reportUp && p.wired == wiredUp && p.tagOK {
-			p.clock.mark(&p.clock.wired, now)
+		if p.want == reportUp && p.wired == wiredUp && p.tagOK && !p.clock.seen.IsZero() && p.clock.wired.IsZero() {
+			p.clock.wired = now
+			p.clock.dataplane = dataplane
 		}
 	}
 }

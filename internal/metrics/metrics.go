@@ -58,13 +58,14 @@ func New() *Metrics {
 		}),
 		agentBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "ovsagent_agent_batch_seconds",
-			Help:    "The agent's own share of wiring a port: from the moment it has the port's ofport and details to the port wired (flows committed, OVSDB tag written) and its report ready to send.",
+			Help:    "The agent's own share of wiring a port: from the moment it has the port's ofport and details to the port wired and its report ready to send, less the time the batch waited on the switch (the dataplane stage).",
 			Buckets: latencyBuckets,
 		}),
 		wiringStage: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "ovsagent_port_wiring_stage_seconds",
 			Help: "Where a port's wiring time goes, by stage: vswitchd (OVSDB event to ofport), server_data (ofport to the port's details), " +
-				"agent (details to wired), report_queue (wired to update_device_list sent: a call slot), server (sent to the server's reply).",
+				"agent (details to wired, less dataplane), dataplane (the wiring batch's OVSDB tag transaction and OpenFlow bundles, until the switch confirmed them), " +
+				"report_queue (wired to update_device_list sent: a call slot), server (sent to the server's reply).",
 			Buckets: latencyBuckets,
 		}, []string{"stage"}),
 		rpcDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
