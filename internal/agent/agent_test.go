@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -730,4 +731,54 @@ func TestTunnelSyncOfTwoTypesWithoutL2pop(t *testing.T) {
 	})
 	h.a.Notify(TunnelDelete{IP: "192.0.2.5", Type: "gre"})
 	h.waitFor("gre port gone", func() bool { return strings.Join(sw.tunnelNames(), ",") == "vxlan-c0000205" })
+}
+
+// After a restart the l2pop refresh (update_device_list with
+// refresh_tunnels, carried by a port the server already has ACTIVE) goes
+// out before the batch's flows are applied, so that its round trip runs
+// beside the bundle instead of after it: the first sync waits for its reply.
+func TestRestartRefreshBeforeBundle(t *testing.T) {
+	sw, fl, srv := newFakeSwitch(true), newFakeFlows(), newFakeServer()
+	srv.addPort("p1", "net-a", "vxlan", 100, "fa:16:3e:00:00:01")
+	srv.addPort("p2", "net-a", "vxlan", 100, "fa:16:3e:00:00:02")
+	h := start(t, sw, fl, srv, testOpts(true))
+	sw.snapshot()
+	sw.plug("p1", "tapp1", "fa:16:3e:00:00:01")
+	sw.plug("p2", "tapp2", "fa:16:3e:00:00:02")
+	h.waitFor("all ACTIVE", func() bool { return srv.status("p1") == "ACTIVE" && srv.status("p2") == "ACTIVE" })
+	h.waitFor("in sync", h.inSync)
+	h.stop()
+	fl.newRound()
+
+	refreshOut := make(chan struct{})
+	var once sync.Once
+	srv.mu.Lock()
+	srv.onUDLStart = func(refresh bool) {
+		if refresh {
+			once.Do(func() { close(refreshOut) })
+		}
+	}
+	srv.mu.Unlock()
+	var late []string
+	fl.mu.Lock()
+	fl.onApply = func(br string) {
+		select {
+		case <-refreshOut:
+		case <-time.After(2 * time.Second):
+			late = append(late, br)
+		}
+	}
+	fl.mu.Unlock()
+
+	h2 := start(t, sw, fl, srv, testOpts(true))
+	sw.snapshot()
+	h2.waitFor("in sync after restart", h2.inSync)
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if len(late) > 0 {
+		t.Errorf("bundles on %v applied while the l2pop refresh was not out yet", late)
+	}
+	if srv.calls() > 0 && srv.status("p1") != "ACTIVE" {
+		t.Errorf("p1 not ACTIVE after the restart")
+	}
 }

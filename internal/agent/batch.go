@@ -61,6 +61,7 @@ func (a *Agent) batch(ctx context.Context) {
 	settings := a.decidePorts()
 	a.releaseIdleNetworks()
 	a.reconcileTunnels(ctx)
+	a.refreshEarly(ctx)
 	t2 := time.Now()
 	w0 := a.now()
 	a.writePorts(ctx, settings)

@@ -321,12 +321,13 @@ type fakeServer struct {
 	reports       int
 	startFlags    int
 	answer        string
-	gate          chan struct{} // when set, update_device_list waits for a token
-	udlOut        int           // update_device_list calls in the server now
-	udlOutMax     int           // … the most at once since the last reset
-	udlFailed     int           // update_device_list calls refused (down)
-	onDevices     func()        // called by Devices (a slow server: advance a fake clock)
-	onUDL         func()        // called by UpdateDeviceList once through the gate
+	gate          chan struct{}      // when set, update_device_list waits for a token
+	udlOut        int                // update_device_list calls in the server now
+	udlOutMax     int                // … the most at once since the last reset
+	udlFailed     int                // update_device_list calls refused (down)
+	onDevices     func()             // called by Devices (a slow server: advance a fake clock)
+	onUDL         func()             // called by UpdateDeviceList once through the gate
+	onUDLStart    func(refresh bool) // called when an UpdateDeviceList call arrives, before the gate
 }
 
 // outNow returns the calls in the server now and the most at once since
@@ -386,6 +387,9 @@ func (s *fakeServer) calls() int {
 func (s *fakeServer) UpdateDeviceList(ctx context.Context, up, down []string, refresh bool) (DeviceListResult, error) {
 	s.mu.Lock()
 	gate := s.gate
+	if s.onUDLStart != nil {
+		s.onUDLStart(refresh)
+	}
 	s.udlOut++
 	s.udlOutMax = max(s.udlOutMax, s.udlOut)
 	s.mu.Unlock()
