@@ -782,3 +782,36 @@ func TestRestartRefreshBeforeBundle(t *testing.T) {
 		t.Errorf("p1 not ACTIVE after the restart")
 	}
 }
+
+// At a start with ports, tunnel_sync is out while the ports' details are
+// pulled: the two wait on the server side by side, not one after the other.
+func TestTunnelSyncBesideDetails(t *testing.T) {
+	sw, fl, srv := newFakeSwitch(true), newFakeFlows(), newFakeServer()
+	srv.addPort("p1", "net-a", "vxlan", 100, "fa:16:3e:00:00:01")
+	h := start(t, sw, fl, srv, testOpts(true))
+	sw.snapshot()
+	sw.plug("p1", "tapp1", "fa:16:3e:00:00:01")
+	h.waitFor("p1 ACTIVE", func() bool { return srv.status("p1") == "ACTIVE" })
+	h.stop()
+
+	detailsOut := make(chan struct{})
+	var once sync.Once
+	alone := make(chan bool, 4)
+	srv.onTunnelSync = func() {
+		select {
+		case <-detailsOut:
+			alone <- false
+		case <-time.After(2 * time.Second):
+			alone <- true
+		}
+	}
+	srv.mu.Lock()
+	srv.onDevices = func() { once.Do(func() { close(detailsOut) }) }
+	srv.mu.Unlock()
+	h2 := start(t, sw, fl, srv, testOpts(true))
+	sw.snapshot()
+	h2.waitFor("in sync after restart", h2.inSync)
+	if <-alone {
+		t.Error("tunnel_sync was answered before the details were asked for")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ovsagent/ovsagent/internal/pipeline"
@@ -55,8 +56,9 @@ func (a *Agent) batch(ctx context.Context) {
 		a.resync = ""
 	}
 	t0 := time.Now()
-	a.doTunnelSync(ctx)
+	finishTunnelSync := a.startTunnelSync(ctx)
 	a.fetchDetails(ctx)
+	finishTunnelSync()
 	t1 := time.Now()
 	settings := a.decidePorts()
 	a.releaseIdleNetworks()
@@ -232,39 +234,74 @@ func (a *Agent) startResync(reason string) {
 	}
 }
 
-func (a *Agent) doTunnelSync(ctx context.Context) {
+// startTunnelSync sends the tunnel_sync calls that are due and returns the
+// function that applies their replies on the loop. The calls are out while
+// the batch pulls the ports' details (both wait on the server, which
+// overlaps them), which shortens the first sync by the call's round trip.
+func (a *Agent) startTunnelSync(ctx context.Context) (finish func()) {
 	if a.opt.LocalIP == "" {
-		return
+		return func() {}
+	}
+	type reply struct {
+		typ string
+		eps []TunnelEndpoint
+		err error
 	}
 	now := a.now()
+	var due []string
 	for _, typ := range sortedKeys(a.tunnelSync) {
-		r := a.tunnelSync[typ]
-		if r.at.After(now) {
-			continue
+		if !a.tunnelSync[typ].at.After(now) {
+			due = append(due, typ)
 		}
-		start := time.Now()
-		eps, err := a.d.Plugin.TunnelSync(ctx, a.opt.LocalIP, typ)
-		a.observeRPC("tunnel_sync", time.Since(start), err)
-		if err != nil {
-			r.failures++
-			r.at = now.Add(a.backoff(r.failures))
-			a.log.Warn("agent: tunnel_sync failed; retrying", "type", typ, "err", err, "in", a.backoff(r.failures))
-			continue
+	}
+	if len(due) == 0 {
+		return func() {}
+	}
+	replies := make([]reply, len(due))
+	var wg sync.WaitGroup
+	for i, typ := range due {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			eps, err := a.d.Plugin.TunnelSync(ctx, a.opt.LocalIP, typ)
+			a.observeRPC("tunnel_sync", time.Since(start), err)
+			replies[i] = reply{typ, eps, err}
+		}()
+	}
+	return func() {
+		wg.Wait()
+		for _, rp := range replies {
+			a.applyTunnelSync(now, rp.typ, rp.eps, rp.err)
 		}
-		delete(a.tunnelSync, typ)
-		peers := 0
-		for _, ep := range eps {
-			if ip, err := netip.ParseAddr(ep.IP); err == nil && !a.ownIP(ip) {
-				peers++
-			}
+	}
+}
+
+// applyTunnelSync records one tunnel_sync reply (or schedules a retry).
+func (a *Agent) applyTunnelSync(now time.Time, typ string, eps []TunnelEndpoint, err error) {
+	r := a.tunnelSync[typ]
+	if r == nil {
+		return
+	}
+	if err != nil {
+		r.failures++
+		r.at = now.Add(a.backoff(r.failures))
+		a.log.Warn("agent: tunnel_sync failed; retrying", "type", typ, "err", err, "in", a.backoff(r.failures))
+		return
+	}
+	delete(a.tunnelSync, typ)
+	peers := 0
+	for _, ep := range eps {
+		if ip, err := netip.ParseAddr(ep.IP); err == nil && !a.ownIP(ip) {
+			peers++
 		}
-		a.tunnelPeers[typ] = peers
-		if a.opt.L2Population {
-			continue // l2pop creates tunnels on demand
-		}
-		for _, ep := range eps {
-			a.tunnelUpdate(TunnelUpdate{IP: ep.IP, Type: typ})
-		}
+	}
+	a.tunnelPeers[typ] = peers
+	if a.opt.L2Population {
+		return // l2pop creates tunnels on demand
+	}
+	for _, ep := range eps {
+		a.tunnelUpdate(TunnelUpdate{IP: ep.IP, Type: typ})
 	}
 }
 

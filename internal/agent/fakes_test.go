@@ -328,6 +328,7 @@ type fakeServer struct {
 	onDevices     func()             // called by Devices (a slow server: advance a fake clock)
 	onUDL         func()             // called by UpdateDeviceList once through the gate
 	onUDLStart    func(refresh bool) // called when an UpdateDeviceList call arrives, before the gate
+	onTunnelSync  func()             // called when a TunnelSync call arrives, before the lock (set before the agent starts)
 }
 
 // outNow returns the calls in the server now and the most at once since
@@ -441,6 +442,9 @@ func (s *fakeServer) UpdateDeviceList(ctx context.Context, up, down []string, re
 }
 
 func (s *fakeServer) TunnelSync(_ context.Context, ip, typ string) ([]TunnelEndpoint, error) {
+	if s.onTunnelSync != nil {
+		s.onTunnelSync()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.down {
