@@ -168,7 +168,6 @@ type Agent struct {
 	lastBatchEnd  time.Time         // when the loop's last batch returned (zero: none yet)
 	reread        map[string]bool   // bridges whose flows are re-read before the next apply (OpenFlow reconnect)
 	idle          *idleRelease      // returns a burst's garbage to the OS once idle
-	bundleWait    time.Duration     // this batch's time in Flows.Apply (the dataplane stage)
 	ct            *conntrackCleaner // nil without Deps.Conntrack
 }
 

@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -738,16 +739,7 @@ func TestTunnelSyncOfTwoTypesWithoutL2pop(t *testing.T) {
 // out before the batch's flows are applied, so that its round trip runs
 // beside the bundle instead of after it: the first sync waits for its reply.
 func TestRestartRefreshBeforeBundle(t *testing.T) {
-	sw, fl, srv := newFakeSwitch(true), newFakeFlows(), newFakeServer()
-	srv.addPort("p1", "net-a", "vxlan", 100, "fa:16:3e:00:00:01")
-	srv.addPort("p2", "net-a", "vxlan", 100, "fa:16:3e:00:00:02")
-	h := start(t, sw, fl, srv, testOpts(true))
-	sw.snapshot()
-	sw.plug("p1", "tapp1", "fa:16:3e:00:00:01")
-	sw.plug("p2", "tapp2", "fa:16:3e:00:00:02")
-	h.waitFor("all ACTIVE", func() bool { return srv.status("p1") == "ACTIVE" && srv.status("p2") == "ACTIVE" })
-	h.waitFor("in sync", h.inSync)
-	h.stop()
+	sw, fl, srv := wiredThenStopped(t, "p1", "p2")
 	fl.newRound()
 
 	refreshOut := make(chan struct{})
@@ -778,7 +770,7 @@ func TestRestartRefreshBeforeBundle(t *testing.T) {
 	if len(late) > 0 {
 		t.Errorf("bundles on %v applied while the l2pop refresh was not out yet", late)
 	}
-	if srv.calls() > 0 && srv.status("p1") != "ACTIVE" {
+	if srv.status("p1") != "ACTIVE" {
 		t.Errorf("p1 not ACTIVE after the restart")
 	}
 }
@@ -786,13 +778,7 @@ func TestRestartRefreshBeforeBundle(t *testing.T) {
 // At a start with ports, tunnel_sync is out while the ports' details are
 // pulled: the two wait on the server side by side, not one after the other.
 func TestTunnelSyncBesideDetails(t *testing.T) {
-	sw, fl, srv := newFakeSwitch(true), newFakeFlows(), newFakeServer()
-	srv.addPort("p1", "net-a", "vxlan", 100, "fa:16:3e:00:00:01")
-	h := start(t, sw, fl, srv, testOpts(true))
-	sw.snapshot()
-	sw.plug("p1", "tapp1", "fa:16:3e:00:00:01")
-	h.waitFor("p1 ACTIVE", func() bool { return srv.status("p1") == "ACTIVE" })
-	h.stop()
+	sw, fl, srv := wiredThenStopped(t, "p1")
 
 	detailsOut := make(chan struct{})
 	var once sync.Once
@@ -814,4 +800,31 @@ func TestTunnelSyncBesideDetails(t *testing.T) {
 	if <-alone {
 		t.Error("tunnel_sync was answered before the details were asked for")
 	}
+}
+
+// wiredThenStopped runs an agent (l2pop on) until the ports, all on one
+// VXLAN network, are ACTIVE and it is in sync, then stops it: the dataplane
+// and server a restart finds.
+func wiredThenStopped(t *testing.T, ids ...string) (*fakeSwitch, *fakeFlows, *fakeServer) {
+	t.Helper()
+	sw, fl, srv := newFakeSwitch(true), newFakeFlows(), newFakeServer()
+	for i, id := range ids {
+		srv.addPort(id, "net-a", "vxlan", 100, fmt.Sprintf("fa:16:3e:00:01:%02x", i))
+	}
+	h := start(t, sw, fl, srv, testOpts(true))
+	sw.snapshot()
+	for i, id := range ids {
+		sw.plug(id, "tap"+id, fmt.Sprintf("fa:16:3e:00:01:%02x", i))
+	}
+	h.waitFor("all ACTIVE", func() bool {
+		for _, id := range ids {
+			if srv.status(id) != "ACTIVE" {
+				return false
+			}
+		}
+		return true
+	})
+	h.waitFor("in sync", h.inSync)
+	h.stop()
+	return sw, fl, srv
 }

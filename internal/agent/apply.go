@@ -12,8 +12,9 @@ import (
 
 // applyFlows recomputes the dirty owners and applies what changed, one
 // bundle per bridge. The stale flows of earlier rounds go in the same
-// bundle once the dataplane is complete.
-func (a *Agent) applyFlows(ctx context.Context) bool {
+// bundle once the dataplane is complete. waited is the time the bundles
+// took until the switch confirmed them (the dataplane stage).
+func (a *Agent) applyFlows(ctx context.Context) (ok bool, waited time.Duration) {
 	sweeps := map[string]bool{}
 	if !a.swept {
 		for _, br := range a.layout.Bridges() {
@@ -23,10 +24,10 @@ func (a *Agent) applyFlows(ctx context.Context) bool {
 		}
 	}
 	if len(a.dirtyOwner) == 0 && len(sweeps) == 0 {
-		return true
+		return true, 0
 	}
 	if a.flowRetryAt.After(a.now()) {
-		return false
+		return false, 0
 	}
 	for _, owner := range sortedKeys(a.dirtyOwner) {
 		if !strings.HasPrefix(owner, "fw:") {
@@ -89,16 +90,16 @@ func (a *Agent) applyFlows(ctx context.Context) bool {
 		if len(set) == 0 && !sweep {
 			continue
 		}
-		start := time.Now()
-		applyStart := a.now()
+		start := a.now()
 		err := a.d.Flows.Apply(ctx, br, FlowChange{Set: set, Sweep: sweep})
-		a.bundleWait += a.now().Sub(applyStart)
+		took := a.now().Sub(start)
+		waited += took
 		if err != nil {
 			a.log.Warn("agent: flow bundle failed; retrying", "bridge", br, "owners", len(set), "err", err)
 			failed = true
 			continue
 		}
-		a.d.Metrics.ObserveBundle(br, time.Since(start))
+		a.d.Metrics.ObserveBundle(br, took)
 		if sweep {
 			a.sweptBr[br] = true
 		}
@@ -117,7 +118,7 @@ func (a *Agent) applyFlows(ctx context.Context) bool {
 	if failed {
 		a.flowFails++
 		a.flowRetryAt = a.now().Add(a.backoff(a.flowFails))
-		return false
+		return false, waited
 	}
 	a.flowFails = 0
 	clear(a.dirtyOwner)
@@ -130,7 +131,7 @@ func (a *Agent) applyFlows(ctx context.Context) bool {
 			a.afterSweep(ctx)
 		}
 	}
-	return true
+	return true, waited
 }
 
 // dataplaneComplete: every port that can be wired is wired, tunnels are

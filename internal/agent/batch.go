@@ -55,27 +55,26 @@ func (a *Agent) batch(ctx context.Context) {
 		a.startResync(a.resync)
 		a.resync = ""
 	}
-	t0 := time.Now()
+	// On the agent's clock: the OVSDB write and the bundles are the
+	// dataplane stage of the ports this batch wires.
+	t0 := a.now()
 	finishTunnelSync := a.startTunnelSync(ctx)
 	a.fetchDetails(ctx)
 	finishTunnelSync()
-	t1 := time.Now()
+	t1 := a.now()
 	settings := a.decidePorts()
 	a.releaseIdleNetworks()
 	a.reconcileTunnels(ctx)
 	a.refreshEarly(ctx)
-	t2 := time.Now()
-	w0 := a.now()
+	t2 := a.now()
 	a.writePorts(ctx, settings)
-	tagWait := a.now().Sub(w0)
-	t3 := time.Now()
-	a.bundleWait = 0
+	t3 := a.now()
 	a.updateFirewall(ctx)
 	owners := len(a.dirtyOwner)
-	flowsOK := a.applyFlows(ctx)
-	t4 := time.Now()
+	flowsOK, bundleWait := a.applyFlows(ctx)
+	t4 := a.now()
 	if flowsOK {
-		a.markWired(a.now(), tagWait+a.bundleWait)
+		a.markWired(t4, t3.Sub(t2)+bundleWait)
 		a.reportDevices(ctx)
 	}
 	if a.checkBridges && flowsOK {
@@ -88,7 +87,7 @@ func (a *Agent) batch(ctx context.Context) {
 	a.updateSync()
 	if a.log.Enabled(ctx, slog.LevelDebug) {
 		a.log.Debug("agent: batch", "details", t1.Sub(t0), "wire", t2.Sub(t1), "ovsdb", t3.Sub(t2), "port_writes", len(settings),
-			"flows", t4.Sub(t3), "owners", owners, "report", time.Since(t4), "in_sync", a.inSync)
+			"flows", t4.Sub(t3), "owners", owners, "report", a.now().Sub(t4), "in_sync", a.inSync)
 	}
 }
 

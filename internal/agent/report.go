@@ -10,32 +10,13 @@ import (
 // The call runs on its own goroutine so that wiring goes on while the
 // server works; its result comes back to the loop (onReportResult). A port
 // is in at most one call at a time, which keeps its ups and downs in order.
-func (a *Agent) reportDevices(ctx context.Context) { a.report(ctx, false) }
-
-// refreshEarly asks l2pop for the FDB of tunnelled networks that wait for
-// it, before the batch's flows are applied, carried by a port the server
-// already has ACTIVE and that was already wired (adopted at a restart or a
-// takeover): reporting such a port up again changes nothing on the server,
-// and the call's round trip (0.3–0.7 s here) then overlaps the OVSDB
-// writes and the bundle instead of following them, which is what the
-// first sync waits for. Ports the server does not have ACTIVE are reported
-// only after their flows are in (reportDevices).
-func (a *Agent) refreshEarly(ctx context.Context) {
-	if len(a.refreshNets) > 0 {
-		a.report(ctx, true)
-	}
-}
-
-func (a *Agent) report(ctx context.Context, refreshOnly bool) {
+func (a *Agent) reportDevices(ctx context.Context) {
 	if a.inflight >= a.reportLimit {
 		return // a result will bring the loop back
 	}
+	r := newReportResult()
 	now := a.now()
-	r := &reportResult{gens: map[string]uint64{}, upNets: map[string]bool{}}
 	for _, id := range sortedKeys(a.ports) {
-		if refreshOnly {
-			break
-		}
 		p := a.ports[id]
 		if p.inflight || p.retryAt.After(now) {
 			continue
@@ -53,11 +34,38 @@ func (a *Agent) report(ctx context.Context, refreshOnly bool) {
 			r.down = append(r.down, id)
 		}
 	}
-	// l2pop sends a network's full FDB when a port of it goes up with
-	// refresh_tunnels; one already-ACTIVE port per network is enough (no
-	// status change on the server, no storm). A network whose refresh is
-	// out already is not asked again.
-	r.refreshNets = map[string]bool{}
+	a.addRefresh(r, false)
+	a.sendReport(ctx, r)
+}
+
+// refreshEarly asks l2pop for the FDB of tunnelled networks that wait for
+// it, before the batch's flows are applied, carried by a port the server
+// already has ACTIVE and that was already wired (adopted at a restart or a
+// takeover): reporting such a port up again changes nothing on the server,
+// and the call's round trip (0.3–0.7 s here) then overlaps the OVSDB
+// writes and the bundle instead of following them, which is what the
+// first sync waits for. Ports the server does not have ACTIVE are reported
+// only after their flows are in (reportDevices).
+func (a *Agent) refreshEarly(ctx context.Context) {
+	if len(a.refreshNets) == 0 || a.inflight >= a.reportLimit {
+		return
+	}
+	r := newReportResult()
+	a.addRefresh(r, true)
+	a.sendReport(ctx, r)
+}
+
+func newReportResult() *reportResult {
+	return &reportResult{gens: map[string]uint64{}, upNets: map[string]bool{}, refreshNets: map[string]bool{}}
+}
+
+// addRefresh asks for the FDB of every network waiting for it: l2pop sends
+// a network's full FDB when a port of it goes up with refresh_tunnels; one
+// already-ACTIVE port per network is enough (no status change on the
+// server, no storm). A network whose refresh is out already is not asked
+// again. With activeOnly, the carrier must be a port the server already has
+// ACTIVE and that needs no report of its own.
+func (a *Agent) addRefresh(r *reportResult, activeOnly bool) {
 	for _, id := range sortedKeys(a.refreshNets) {
 		if a.refreshOut[id] {
 			continue
@@ -65,7 +73,7 @@ func (a *Agent) report(ctx context.Context, refreshOnly bool) {
 		if !r.upNets[id] {
 			for _, pid := range sortedKeys(a.ports) {
 				p := a.ports[pid]
-				if refreshOnly && !(p.upOnSrv && p.want == reportNone) {
+				if activeOnly && !(p.upOnSrv && p.want == reportNone) {
 					continue
 				}
 				if !p.inflight && p.wired == wiredUp && p.tagOK && p.dev != nil && p.dev.NetworkID == id {
@@ -80,6 +88,10 @@ func (a *Agent) report(ctx context.Context, refreshOnly bool) {
 			r.refresh = true
 		}
 	}
+}
+
+// sendReport sends r (nothing when it is empty) on its own goroutine.
+func (a *Agent) sendReport(ctx context.Context, r *reportResult) {
 	if len(r.up) == 0 && len(r.down) == 0 {
 		return
 	}
