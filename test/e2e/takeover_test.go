@@ -190,12 +190,14 @@ func TestTakeoverFromReference(t *testing.T) {
 	e.Subnet(nw.ID, "10.250.8.0/24")
 	vnw := e.Network(NetworkSpec{Name: "vl", NetworkType: "vlan", PhysicalNetwork: "physnet1", SegmentationID: 188})
 	e.Subnet(vnw.ID, "10.250.9.0/24")
+	// The reference agent first, alive, then the VMs: the server binds a
+	// port to a host only while an agent of that host is alive.
+	before := startedAt(e)
+	ref := startRefAgent(t, dir, ini)
+	waitRefWired(t, e, ref, before, nil, 240*time.Second)
 	vm1, vm2 := e.VM(nw, "vm1"), e.VM(nw, "vm2")
 	vm3 := e.VM(vnw, "vm3")
 	ports := []*Port{vm1.Port, vm2.Port, vm3.Port}
-
-	before := startedAt(e)
-	ref := startRefAgent(t, dir, ini)
 	waitRefWired(t, e, ref, before, ports, 240*time.Second)
 	if d, err := vm1.PingUntil(e.Ctx, vm2.IP, 60*time.Second); err != nil {
 		t.Fatalf("reference wiring: %v\n%s", err, ref.LogTail(30))
@@ -381,6 +383,12 @@ func TestTakeover100Ports(t *testing.T) {
 	}
 	nw := e.Network(NetworkSpec{Name: "vx100", NetworkType: "vxlan"})
 	e.Subnet(nw.ID, "10.250.10.0/24")
+	// The reference agent first, alive, then the ports: the server binds a
+	// port to a host only while an agent of that host is alive (on a fresh
+	// machine no agent of this host ever was).
+	before := startedAt(e)
+	ref := startRefAgent(t, dir, ini)
+	waitRefWired(t, e, ref, before, nil, 240*time.Second)
 	const n = 100
 	vms := make([]*VM, n)
 	ports := make([]*Port, n)
@@ -399,7 +407,7 @@ func TestTakeover100Ports(t *testing.T) {
 				return
 			}
 			ports[i] = p
-			vms[i], errs[i] = PlugVM(e.Ctx, PlugSpec{Port: p, MTU: nw.MTU, OVS: e.OVS})
+			vms[i], errs[i] = PlugVM(e.Ctx, PlugSpec{Port: p, MTU: nw.MTU, OVS: e.OVS, EnsureBridge: true})
 		}(i)
 	}
 	wg.Wait()
@@ -434,8 +442,6 @@ func TestTakeover100Ports(t *testing.T) {
 	}
 	t.Logf("%d ports created and plugged", n)
 
-	before := startedAt(e)
-	ref := startRefAgent(t, dir, ini)
 	waitRefWired(t, e, ref, before, ports, 400*time.Second)
 	vm1, vm2 := vms[0], vms[1]
 	if _, err := vm1.PingUntil(e.Ctx, vm2.IP, 60*time.Second); err != nil {
