@@ -118,15 +118,31 @@ func allPids() []int {
 // test's ini; it is stopped at cleanup if the test did not stop it.
 func startRefAgent(t testing.TB, dir, ini string) *refAgent {
 	t.Helper()
+	return startRefAgentIn(t, dir, ini, "", nil...)
+}
+
+// startRefAgentIn is startRefAgent inside network namespace netns (a
+// twohost hypervisor; "" is the host's own) with env added to its
+// environment. A hypervisor with a private OVS needs OVS_RUNDIR there: the
+// reference's OVS firewall writes its flows with `ovs-ofctl ... br-int`,
+// which finds the bridge's management socket through OVS_RUNDIR (a path,
+// not a namespaced object: without it the flows land on the system OVS).
+func startRefAgentIn(t testing.TB, dir, ini, netns string, env ...string) *refAgent {
+	t.Helper()
 	r := &refAgent{t: t, ini: ini, logPath: filepath.Join(dir, "neutron-openvswitch-agent.log"),
 		pidfile: filepath.Join(dir, "neutron-openvswitch-agent.pid"), procs: map[int]string{}}
 	out, err := os.OpenFile(filepath.Join(dir, "neutron-openvswitch-agent.stdout"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(refAgentBin, "--config-file", refNeutronConf, "--config-file", ini, "--log-file", r.logPath)
+	argv := []string{refAgentBin, "--config-file", refNeutronConf, "--config-file", ini, "--log-file", r.logPath}
+	if netns != "" {
+		// ip netns exec execs the agent: the recorded pid is the agent's.
+		argv = append([]string{"ip", "netns", "exec", netns}, argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = "/var/lib/neutron"
-	cmd.Env = append(os.Environ(), "PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin")
+	cmd.Env = append(append(os.Environ(), "PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin"), env...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {

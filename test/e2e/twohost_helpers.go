@@ -83,6 +83,18 @@ func (th *TwoHost) Peer(h *Hypervisor) *Hypervisor {
 // the API before it returns). Everything is removed at cleanup.
 func NewTwoHost(e *Env, agentTimeout time.Duration) *TwoHost {
 	e.T.Helper()
+	th := newTwoHostOVS(e)
+	for _, h := range th.HV {
+		a, took := e.StartAgentAlive(h.AgentConfig(), agentTimeout)
+		h.Agent = a
+		e.T.Logf("%s: agent alive %s after start (netns %s, log %s)", h.Name, took.Round(time.Millisecond), h.NS, a.LogPath)
+	}
+	return th
+}
+
+// newTwoHostOVS builds both hypervisors without starting any agent.
+func newTwoHostOVS(e *Env) *TwoHost {
+	e.T.Helper()
 	for _, c := range []string{"ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl", "ovs-ofctl", "ovs-appctl", "ip", "ethtool", "ping", "socat"} {
 		if _, err := exec.LookPath(c); err != nil {
 			e.T.Fatalf("twohost: %s is missing (.ci/run installs it)", c)
@@ -103,11 +115,6 @@ func NewTwoHost(e *Env, agentTimeout time.Duration) *TwoHost {
 		e.T.Fatalf("twohost up: %v", err)
 	}
 	e.T.Logf("twohost: two OVS in netns %s/%s with underlay up in %s", th.HV[0].NS, th.HV[1].NS, time.Since(start).Round(time.Millisecond))
-	for _, h := range th.HV {
-		a, took := e.StartAgentAlive(h.AgentConfig(), agentTimeout)
-		h.Agent = a
-		e.T.Logf("%s: agent alive %s after start (netns %s, log %s)", h.Name, took.Round(time.Millisecond), h.NS, a.LogPath)
-	}
 	return th
 }
 
