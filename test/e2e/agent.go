@@ -55,6 +55,7 @@ func AgentBinary() (string, error) {
 		bin := filepath.Join(dir, "ovs-agent")
 		cmd := exec.Command("go", "build", "-o", bin, "./cmd/ovs-agent")
 		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as installed: static, no libc mapped
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build ./cmd/ovs-agent: %w: %s", err, out)
 			return
