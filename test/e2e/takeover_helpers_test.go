@@ -330,6 +330,27 @@ type tcpSession struct {
 	stopped  chan struct{}
 }
 
+// echoSession serves a TCP echo on to:port and opens a session to it from
+// from, a line every 100 ms (retrying for 6 s: the path may still be
+// settling). The server stops at the end of the test.
+func echoSession(t *testing.T, from, to *VM, port int) *tcpSession {
+	t.Helper()
+	srv, err := to.ServeTCPEcho(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	var sess *tcpSession
+	for i := 0; i < 30; i++ {
+		if sess, err = openTCPSession(from, to.IP, port, 100*time.Millisecond); err == nil {
+			return sess
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("TCP session %s -> %s:%d: %v", from.NS, to.IP, port, err)
+	return nil
+}
+
 func openTCPSession(vm *VM, ip string, port int, every time.Duration) (*tcpSession, error) {
 	cmd := exec.Command("ip", "netns", "exec", vm.NS, "socat", "-", fmt.Sprintf("TCP:%s:%d,connect-timeout=3", ip, port))
 	in, err := cmd.StdinPipe()

@@ -208,21 +208,7 @@ func TestTakeoverFromReference(t *testing.T) {
 	for _, vm := range []*VM{vm1, vm2, vm3} {
 		tags[vm.Tap], _ = e.OVS.PortTag(e.Ctx, vm.Tap)
 	}
-	srv, err := vm2.ServeTCPEcho(5008)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	var sess *tcpSession
-	for i := 0; i < 30; i++ {
-		if sess, err = openTCPSession(vm1, vm2.IP, 5008, 100*time.Millisecond); err == nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("TCP session through the reference's firewall: %v", err)
-	}
+	sess := echoSession(t, vm1, vm2, 5008)
 	refCookies, err := flowCookies(e.Ctx, e.OVS, takeoverBridges...)
 	if err != nil {
 		t.Fatal(err)
@@ -447,21 +433,7 @@ func TestTakeover100Ports(t *testing.T) {
 	if _, err := vm1.PingUntil(e.Ctx, vm2.IP, 60*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := vm2.ServeTCPEcho(5009)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	var sess *tcpSession
-	for i := 0; i < 30; i++ {
-		if sess, err = openTCPSession(vm1, vm2.IP, 5009, 100*time.Millisecond); err == nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("TCP session: %v", err)
-	}
+	sess := echoSession(t, vm1, vm2, 5009)
 	refCookies, _ := flowCookies(e.Ctx, e.OVS, takeoverBridges...)
 	t.Logf("reference flows by cookie: %v", refCookies)
 	pinger, err := vm1.StartPing(vm2.IP)

@@ -134,21 +134,7 @@ func TestTakeoverTwoHosts(t *testing.T) {
 	} else {
 		t.Logf("reference on both: %s -> %s first reply after %s", vmA.NS, vmB.NS, d.Round(time.Millisecond))
 	}
-	srv, err := vmB.ServeTCPEcho(5011)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	var sess *tcpSession
-	for i := 0; i < 30; i++ {
-		if sess, err = openTCPSession(vmA, vmB.IP, 5011, 100*time.Millisecond); err == nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("TCP session: %v", err)
-	}
+	sess := echoSession(t, vmA, vmB, 5011)
 	pinger, err := vmA.StartPing(vmB.IP)
 	if err != nil {
 		t.Fatal(err)
