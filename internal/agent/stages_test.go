@@ -1,39 +1,40 @@
 package agent
 
 import (
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
-
-	dto "github.com/prometheus/client_model/go"
 )
 
-// stageSums reads ovsagent_port_wiring_stage_seconds: stage → (sum, count),
-// and the agent-share histogram as stage "agent_batch".
+// stageSample is one _sum or _count line of the wiring histograms.
+var stageSample = regexp.MustCompile(`(?m)^ovsagent_(port_wiring_stage_seconds|agent_batch_seconds|port_wiring_seconds)_(sum|count)(?:\{stage="([^"]*)"\})? (\S+)$`)
+
+// stageSums reads ovsagent_port_wiring_stage_seconds from the exposition:
+// stage → (sum, count), the agent-share histogram as stage "agent_batch"
+// and the end-to-end one as "end_to_end".
 func stageSums(t *testing.T, h *harness) map[string][2]float64 {
 	t.Helper()
-	mfs, err := h.m.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string][2]float64{}
-	add := func(key string, hist *dto.Histogram) {
-		out[key] = [2]float64{hist.GetSampleSum(), float64(hist.GetSampleCount())}
-	}
-	for _, mf := range mfs {
-		switch mf.GetName() {
-		case "ovsagent_port_wiring_stage_seconds":
-			for _, m := range mf.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "stage" {
-						add(l.GetValue(), m.GetHistogram())
-					}
-				}
-			}
-		case "ovsagent_agent_batch_seconds":
-			add("agent_batch", mf.GetMetric()[0].GetHistogram())
-		case "ovsagent_port_wiring_seconds":
-			add("end_to_end", mf.GetMetric()[0].GetHistogram())
+	for _, s := range stageSample.FindAllStringSubmatch(string(h.m.AppendText(nil)), -1) {
+		key := s[3]
+		switch s[1] {
+		case "agent_batch_seconds":
+			key = "agent_batch"
+		case "port_wiring_seconds":
+			key = "end_to_end"
 		}
+		v, err := strconv.ParseFloat(s[4], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := out[key]
+		if s[2] == "sum" {
+			e[0] = v
+		} else {
+			e[1] = v
+		}
+		out[key] = e
 	}
 	return out
 }

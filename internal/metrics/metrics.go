@@ -1,39 +1,45 @@
 // Package metrics holds ovsagent's Prometheus metrics and the HTTP endpoint
 // that serves them with /healthz.
 //
-// Every metric lives on the Metrics value's own registry (never the global
-// one) so tests and several agents in one process do not collide. All
-// methods are safe on a nil *Metrics, which records nothing: code that has
-// no metrics (unit tests, one-shot subcommands) passes nil.
+// Every metric lives on its Metrics value (there is no global registry) so
+// tests and several agents in one process do not collide. All methods are
+// safe on a nil *Metrics, which records nothing: code that has no metrics
+// (unit tests, one-shot subcommands) passes nil.
+//
+// The package writes the Prometheus text format itself (expose.go) instead
+// of using client_golang: the agent exports a dozen families, and the
+// library, with protobuf and its runtime/metrics Go collector, cost ~1.8 MiB
+// of binary and ~1 MiB of heap for them.
 package metrics
 
 import (
 	"strconv"
 	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // Metrics is the agent's metric set.
 type Metrics struct {
-	Registry *prometheus.Registry
+	portsWired     *gauge
+	portWiring     *histogram
+	agentBatch     *histogram
+	wiringStage    *vec[histogram]
+	rpcDuration    *vec[histogram]
+	rpcErrors      *vec[counter]
+	flows          *vec[gauge]
+	bundleApply    *vec[histogram]
+	resyncs        *vec[counter]
+	loopDuration   *histogram
+	malformed      *vec[counter]
+	inSyncGauge    *gauge
+	updateDevCalls *counter
 
-	portsWired     prometheus.Gauge
-	portWiring     prometheus.Histogram
-	agentBatch     prometheus.Histogram
-	wiringStage    *prometheus.HistogramVec
-	rpcDuration    *prometheus.HistogramVec
-	rpcErrors      *prometheus.CounterVec
-	flows          *prometheus.GaugeVec
-	bundleApply    *prometheus.HistogramVec
-	resyncs        *prometheus.CounterVec
-	loopDuration   prometheus.Histogram
-	malformed      *prometheus.CounterVec
-	inSyncGauge    prometheus.Gauge
-	updateDevCalls prometheus.Counter
+	// handlerErrors is promhttp's promhttp_metric_handler_errors_total,
+	// kept for whoever alerts on it: "encoding" counts scrapes whose
+	// response could not be written; nothing here can fail to gather.
+	handlerErrors *vec[counter]
 
+	fams   []family // the families above, for the exposition
 	inSync atomic.Bool
 }
 
@@ -41,97 +47,101 @@ type Metrics struct {
 // floor a few hundred ms, the reference agent seconds.
 var latencyBuckets = []float64{.001, .0025, .005, .01, .02, .05, .1, .2, .3, .5, .75, 1, 1.5, 2.5, 5, 10, 30}
 
-// New creates the metric set on a fresh registry (with the Go and process
-// collectors).
+// New creates the metric set.
 func New() *Metrics {
-	r := prometheus.NewRegistry()
-	m := &Metrics{
-		Registry: r,
-		portsWired: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "ovsagent_ports_wired",
-			Help: "VM ports on br-int wired and reported up.",
-		}),
-		portWiring: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "ovsagent_port_wiring_seconds",
-			Help:    "From the OVSDB event of a port to the server's reply to update_device_list (port ACTIVE).",
-			Buckets: latencyBuckets,
-		}),
-		agentBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "ovsagent_agent_batch_seconds",
-			Help:    "The agent's own share of wiring a port: from the moment it has the port's ofport and details to the port wired and its report ready to send, less the time the batch waited on the switch (the dataplane stage).",
-			Buckets: latencyBuckets,
-		}),
-		wiringStage: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "ovsagent_port_wiring_stage_seconds",
-			Help: "Where a port's wiring time goes, by stage: vswitchd (OVSDB event to ofport), server_data (ofport to the port's details), " +
-				"agent (details to wired, less dataplane), dataplane (the wiring batch's OVSDB tag transaction and OpenFlow bundles, until the switch confirmed them), " +
-				"report_queue (wired to update_device_list sent: a call slot), server (sent to the server's reply).",
-			Buckets: latencyBuckets,
-		}, []string{"stage"}),
-		rpcDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "ovsagent_rpc_duration_seconds",
-			Help:    "Duration of RPC calls to neutron-server, by method.",
-			Buckets: latencyBuckets,
-		}, []string{"method"}),
-		rpcErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ovsagent_rpc_errors_total",
-			Help: "RPC calls to neutron-server that failed, by method.",
-		}, []string{"method"}),
-		flows: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "ovsagent_flows",
-			Help: "Flows the agent owns, by bridge and table.",
-		}, []string{"bridge", "table"}),
-		bundleApply: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "ovsagent_bundle_apply_seconds",
-			Help:    "Time to apply one OpenFlow bundle, by bridge.",
-			Buckets: latencyBuckets,
-		}, []string{"bridge"}),
-		resyncs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ovsagent_resyncs_total",
-			Help: "Full resyncs, by reason.",
-		}, []string{"reason"}),
-		loopDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "ovsagent_loop_duration_seconds",
-			Help:    "Duration of one batch of the agent loop.",
-			Buckets: latencyBuckets,
-		}),
-		malformed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ovsagent_malformed_messages_total",
-			Help: "Messages dropped because they could not be understood, by topic and reason.",
-		}, []string{"topic", "reason"}),
-		inSyncGauge: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "ovsagent_in_sync",
-			Help: "1 when the dataplane matches the agent's state and the server knows every port's status.",
-		}),
-		updateDevCalls: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ovsagent_update_device_list_calls_total",
-			Help: "update_device_list batches sent (one per loop batch that had ports to report).",
-		}),
+	hist := func() *histogram { return newHistogram(latencyBuckets) }
+	gaugeVec := func(names ...string) *vec[gauge] { return newVec(func() *gauge { return new(gauge) }, names...) }
+	counterVec := func(names ...string) *vec[counter] { return newVec(func() *counter { return new(counter) }, names...) }
+	histVec := func(names ...string) *vec[histogram] { return newVec(hist, names...) }
+
+	m := &Metrics{}
+	var fams []family
+	// Unlabelled metrics are a vector's one child, created here so that they
+	// are exported from the start, as client_golang exported them.
+	gaugeOne := func(name, help string) *gauge {
+		v := gaugeVec()
+		fams = append(fams, gaugeFamily(name, help, v))
+		return v.with("", "")
 	}
-	r.MustRegister(m.portsWired, m.portWiring, m.agentBatch, m.wiringStage, m.rpcDuration, m.rpcErrors, m.flows,
-		m.bundleApply, m.resyncs, m.loopDuration, m.malformed, m.inSyncGauge, m.updateDevCalls,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	counterOne := func(name, help string) *counter {
+		v := counterVec()
+		fams = append(fams, counterFamily(name, help, v))
+		return v.with("", "")
+	}
+	histOne := func(name, help string) *histogram {
+		v := histVec()
+		fams = append(fams, histogramFamily(name, help, v))
+		return v.with("", "")
+	}
+	histMany := func(name, help string, label string) *vec[histogram] {
+		v := histVec(label)
+		fams = append(fams, histogramFamily(name, help, v))
+		return v
+	}
+	counterMany := func(name, help string, names ...string) *vec[counter] {
+		v := counterVec(names...)
+		fams = append(fams, counterFamily(name, help, v))
+		return v
+	}
+
+	m.portsWired = gaugeOne("ovsagent_ports_wired", "VM ports on br-int wired and reported up.")
+	m.portWiring = histOne("ovsagent_port_wiring_seconds",
+		"From the OVSDB event of a port to the server's reply to update_device_list (port ACTIVE).")
+	m.agentBatch = histOne("ovsagent_agent_batch_seconds",
+		"The agent's own share of wiring a port: from the moment it has the port's ofport and details to the port wired and its report ready to send, less the time the batch waited on the switch (the dataplane stage).")
+	m.wiringStage = histMany("ovsagent_port_wiring_stage_seconds",
+		"Where a port's wiring time goes, by stage: vswitchd (OVSDB event to ofport), server_data (ofport to the port's details), "+
+			"agent (details to wired, less dataplane), dataplane (the wiring batch's OVSDB tag transaction and OpenFlow bundles, until the switch confirmed them), "+
+			"report_queue (wired to update_device_list sent: a call slot), server (sent to the server's reply).", "stage")
+	m.rpcDuration = histMany("ovsagent_rpc_duration_seconds", "Duration of RPC calls to neutron-server, by method.", "method")
+	m.rpcErrors = counterMany("ovsagent_rpc_errors_total", "RPC calls to neutron-server that failed, by method.", "method")
+	m.flows = gaugeVec("bridge", "table")
+	fams = append(fams, gaugeFamily("ovsagent_flows", "Flows the agent owns, by bridge and table.", m.flows))
+	m.bundleApply = histMany("ovsagent_bundle_apply_seconds", "Time to apply one OpenFlow bundle, by bridge.", "bridge")
+	m.resyncs = counterMany("ovsagent_resyncs_total", "Full resyncs, by reason.", "reason")
+	m.loopDuration = histOne("ovsagent_loop_duration_seconds", "Duration of one batch of the agent loop.")
+	m.malformed = counterMany("ovsagent_malformed_messages_total",
+		"Messages dropped because they could not be understood, by topic and reason.", "topic", "reason")
+	m.inSyncGauge = gaugeOne("ovsagent_in_sync",
+		"1 when the dataplane matches the agent's state and the server knows every port's status.")
+	m.updateDevCalls = counterOne("ovsagent_update_device_list_calls_total",
+		"update_device_list batches sent (one per loop batch that had ports to report).")
+	m.handlerErrors = counterMany("promhttp_metric_handler_errors_total",
+		"Total number of internal errors encountered by the promhttp metric handler.", "cause")
+	m.handlerErrors.with("encoding", "")
+	m.handlerErrors.with("gathering", "")
+	m.fams = fams
 	return m
+}
+
+// AppendText appends the exposition of every metric, with the go_* and
+// process_* families read now, in the Prometheus text format 0.0.4.
+func (m *Metrics) AppendText(b []byte) []byte {
+	fams := make([]family, 0, len(m.fams)+48)
+	fams = append(fams, m.fams...)
+	fams = append(fams, goFamilies()...)
+	fams = append(fams, processFamilies()...)
+	return appendFamilies(b, fams)
 }
 
 // SetPortsWired sets the number of wired ports.
 func (m *Metrics) SetPortsWired(n int) {
 	if m != nil {
-		m.portsWired.Set(float64(n))
+		m.portsWired.set(float64(n))
 	}
 }
 
 // ObservePortWiring records one port's event → ACTIVE latency.
 func (m *Metrics) ObservePortWiring(d time.Duration) {
 	if m != nil {
-		m.portWiring.Observe(d.Seconds())
+		m.portWiring.observe(d.Seconds())
 	}
 }
 
 // ObserveAgentBatch records the agent's own share of wiring one port.
 func (m *Metrics) ObserveAgentBatch(d time.Duration) {
 	if m != nil {
-		m.agentBatch.Observe(d.Seconds())
+		m.agentBatch.observe(d.Seconds())
 	}
 }
 
@@ -139,7 +149,7 @@ func (m *Metrics) ObserveAgentBatch(d time.Duration) {
 // wiring (see the metric's help for the stages).
 func (m *Metrics) ObserveWiringStage(stage string, d time.Duration) {
 	if m != nil {
-		m.wiringStage.WithLabelValues(stage).Observe(d.Seconds())
+		m.wiringStage.with(stage, "").observe(d.Seconds())
 	}
 }
 
@@ -148,56 +158,66 @@ func (m *Metrics) ObserveRPC(method string, d time.Duration, err error) {
 	if m == nil {
 		return
 	}
-	m.rpcDuration.WithLabelValues(method).Observe(d.Seconds())
+	m.rpcDuration.with(method, "").observe(d.Seconds())
 	if err != nil {
-		m.rpcErrors.WithLabelValues(method).Inc()
+		m.rpcErrors.with(method, "").inc()
 	}
 }
 
 // SetFlows sets the number of flows the agent owns on bridge, by table; the
-// bridge's tables absent from counts are set to 0.
+// bridge's tables absent from counts are no longer exported.
 func (m *Metrics) SetFlows(bridge string, counts map[uint8]int) {
 	if m == nil {
 		return
 	}
-	m.flows.DeletePartialMatch(prometheus.Labels{"bridge": bridge})
+	// Under the vector's lock, so that a scrape sees the bridge's old
+	// tables or its new ones, never none.
+	m.flows.mu.Lock()
+	defer m.flows.mu.Unlock()
+	for k := range m.flows.kids {
+		if k[0] == bridge {
+			delete(m.flows.kids, k)
+		}
+	}
 	for t, n := range counts {
-		m.flows.WithLabelValues(bridge, strconv.Itoa(int(t))).Set(float64(n))
+		g := new(gauge)
+		g.set(float64(n))
+		m.flows.kids[m.flows.key(bridge, strconv.Itoa(int(t)))] = g
 	}
 }
 
 // ObserveBundle records one bundle apply on bridge.
 func (m *Metrics) ObserveBundle(bridge string, d time.Duration) {
 	if m != nil {
-		m.bundleApply.WithLabelValues(bridge).Observe(d.Seconds())
+		m.bundleApply.with(bridge, "").observe(d.Seconds())
 	}
 }
 
 // IncResync counts a full resync.
 func (m *Metrics) IncResync(reason string) {
 	if m != nil {
-		m.resyncs.WithLabelValues(reason).Inc()
+		m.resyncs.with(reason, "").inc()
 	}
 }
 
 // ObserveLoop records one loop batch.
 func (m *Metrics) ObserveLoop(d time.Duration) {
 	if m != nil {
-		m.loopDuration.Observe(d.Seconds())
+		m.loopDuration.observe(d.Seconds())
 	}
 }
 
 // IncMalformed counts a dropped message.
 func (m *Metrics) IncMalformed(topic, reason string) {
 	if m != nil {
-		m.malformed.WithLabelValues(topic, reason).Inc()
+		m.malformed.with(topic, reason).inc()
 	}
 }
 
 // IncUpdateDeviceList counts one update_device_list batch.
 func (m *Metrics) IncUpdateDeviceList() {
 	if m != nil {
-		m.updateDevCalls.Inc()
+		m.updateDevCalls.inc()
 	}
 }
 
@@ -208,9 +228,9 @@ func (m *Metrics) SetInSync(ok bool) {
 	}
 	m.inSync.Store(ok)
 	if ok {
-		m.inSyncGauge.Set(1)
+		m.inSyncGauge.set(1)
 	} else {
-		m.inSyncGauge.Set(0)
+		m.inSyncGauge.set(0)
 	}
 }
 

@@ -7,9 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Server serves /metrics and /healthz.
@@ -30,7 +29,16 @@ func Listen(addr string, m *Metrics) (*Server, error) {
 		return nil, fmt.Errorf("metrics: listen %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry}))
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+		// Built whole, then written: a scrape is ~20 KB, and a response
+		// buffer the size of the exposition is all a scrape keeps alive.
+		b := m.AppendText(make([]byte, 0, 32<<10))
+		w.Header().Set("Content-Type", contentType)
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		if _, err := w.Write(b); err != nil {
+			m.handlerErrors.with("encoding", "").inc()
+		}
+	})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if m.InSync() {
