@@ -19,7 +19,7 @@ func boundPort(id, host string, rev int64) *Port {
 	return &Port{
 		ID: id, NetworkID: "net1", MACAddress: "FA:16:3E:0A:0B:0C", AdminStateUp: true,
 		DeviceID: "vm-" + id, DeviceOwner: "compute:nova", Status: "DOWN",
-		Bindings:         []PortBinding{{PortID: id, Host: host, Profile: MiscDict{}, VIFType: "ovs", VNICType: "normal", Status: BindingActive}},
+		Bindings:         []PortBinding{{PortID: id, Host: host, Profile: MiscDictOf(map[string]any{}), VIFType: "ovs", VNICType: "normal", Status: BindingActive}},
 		BindingLevels:    []PortBindingLevel{{PortID: id, Host: host, Level: 0, Driver: "openvswitch", SegmentID: "seg1", Segment: &NetworkSegment{ID: "seg1", NetworkID: "net1", NetworkType: "vxlan", SegmentationID: intp(892)}}},
 		FixedIPs:         []IPAllocation{{SubnetID: "sub1", IPAddress: "10.0.0.5"}},
 		SecurityGroupIDs: []string{"sg1"},
@@ -216,7 +216,7 @@ func TestCacheEnsureAndDeviceDetails(t *testing.T) {
 
 	// A migrating port is wired on the destination before its binding moves.
 	mig := boundPort("p5", "other", 1)
-	mig.Bindings[0].Profile = MiscDict{"migrating_to": "h"}
+	mig.Bindings[0].Profile = MiscDictOf(map[string]any{"migrating_to": "h"})
 	c.Update(mig, false)
 	if d, err := c.DeviceDetails("p5", "h"); err != nil || !d.Bound || d.MigratingTo != "h" {
 		t.Errorf("migrating: %+v %v", d, err)

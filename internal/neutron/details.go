@@ -133,7 +133,7 @@ func MigratingTo(bindings []PortBinding) string {
 		if b.Status != BindingActive {
 			continue
 		}
-		if s, ok := b.Profile["migrating_to"].(string); ok && s != "" {
+		if s, ok := b.Profile.Get("migrating_to").(string); ok && s != "" {
 			return s
 		}
 	}
@@ -179,7 +179,7 @@ func ComputeDeviceDetails(device string, p *Port, network *Network, host string)
 	}
 	d.PortSecurityEnabled = p.PortSecurityEnabled()
 	d.QosPolicyID = p.QosPolicyID
-	d.Profile = binding.Profile
+	d.Profile = binding.Profile.Map()
 	d.VIFType = binding.VIFType
 	d.VNICType = binding.VNICType
 	d.SecurityGroups = append([]string(nil), p.SecurityGroupIDs...)

@@ -186,7 +186,7 @@ func TestInteropRealServer(t *testing.T) {
 	if !sawEvent || seg.NetworkType != net.NetworkType || seg.SegmentationID == nil || *seg.SegmentationID != *net.SegmentationID {
 		t.Fatalf("segment %+v, network %+v, event %v", seg, net, sawEvent)
 	}
-	if b := cached.ActiveBinding(); b == nil || b.Host != a.host || b.VIFType != "ovs" || b.VIFDetails["datapath_type"] != "netdev" {
+	if b := cached.ActiveBinding(); b == nil || b.Host != a.host || b.VIFType != "ovs" || b.VIFDetails.Get("datapath_type") != "netdev" {
 		t.Fatalf("binding %+v", b)
 	}
 	d, err := a.cache.DeviceDetails(port.ID, a.host)

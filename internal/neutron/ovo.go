@@ -312,13 +312,33 @@ func DecodePush(args []byte) (*Push, error) {
 
 // MiscDict is a DictOfMiscValuesField: a dict the server serialises as a JSON string
 // (binding profile, vif_details); a plain object or null is accepted too.
-type MiscDict map[string]any
+//
+// It is kept as the dict's JSON object text, interned, and decoded when read: the agent
+// reads one key of one of them (a profile's migrating_to), and a decoded map per binding
+// cost ~0.5 KiB a port in the cache, where the text of a host's vif_details is one
+// string shared by all its ports. The zero value is an unset (null) dict.
+type MiscDict struct{ js string }
+
+// MiscDictOf makes a MiscDict of m (nil: unset).
+func MiscDictOf(m map[string]any) MiscDict {
+	if m == nil {
+		return MiscDict{}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return MiscDict{}
+	}
+	return MiscDict{intern(string(b))}
+}
+
+// emptyDict is what most bindings' profile is.
+const emptyDict = "{}"
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (d *MiscDict) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
 	if bytes.Equal(b, nullJSON) {
-		*d = nil
+		*d = MiscDict{}
 		return nil
 	}
 	if len(b) > 0 && b[0] == '"' {
@@ -327,18 +347,51 @@ func (d *MiscDict) UnmarshalJSON(b []byte) error {
 			return err
 		}
 		if strings.TrimSpace(s) == "" {
-			*d = nil
+			*d = MiscDict{}
 			return nil
 		}
 		b = []byte(s)
 	}
+	if bytes.Equal(bytes.TrimSpace(b), []byte(emptyDict)) {
+		*d = MiscDict{emptyDict}
+		return nil
+	}
+	// Decoded once to accept exactly what a dict field accepts (an object, or null).
 	var m map[string]any
 	if err := json.Unmarshal(b, &m); err != nil {
 		return fmt.Errorf("dict field: %w", err)
 	}
-	*d = m
+	if m == nil {
+		*d = MiscDict{}
+		return nil
+	}
+	*d = MiscDict{intern(string(b))}
 	return nil
 }
+
+// Map decodes the dict (nil when unset).
+func (d MiscDict) Map() map[string]any {
+	if d.js == "" {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal([]byte(d.js), &m) != nil {
+		return nil // cannot happen: the text was decoded when it was stored
+	}
+	return m
+}
+
+// Get is the value of key, nil if absent.
+func (d MiscDict) Get(key string) any {
+	if d.js == "" || d.js == emptyDict {
+		return nil
+	}
+	return d.Map()[key]
+}
+
+// MarshalJSON renders the dict as an object (keys sorted), null when unset: as the map
+// it replaced did.
+func (d MiscDict) MarshalJSON() ([]byte, error) { return json.Marshal(d.Map()) }
 
 // FlexString accepts a JSON string or number (an IP protocol may be "tcp" or 6).
 type FlexString string

@@ -182,10 +182,10 @@ func TestDecodeBoundPortFields(t *testing.T) {
 		t.Fatalf("segment = %+v", seg)
 	}
 	b := port.ActiveBinding()
-	if b == nil || b.Host != "hv1" || b.VIFType != "ovs" || b.VIFDetails["datapath_type"] != "netdev" {
+	if b == nil || b.Host != "hv1" || b.VIFType != "ovs" || b.VIFDetails.Get("datapath_type") != "netdev" {
 		t.Fatalf("binding = %+v", b)
 	}
-	if b.Profile == nil {
+	if b.Profile.Map() == nil {
 		t.Fatalf("profile = %#v", b.Profile)
 	}
 	if !port.PortSecurityEnabled() || len(port.SecurityGroupIDs) != 1 || len(port.FixedIPs) != 1 {

@@ -173,6 +173,7 @@ func decodePort(b []byte, p *Port) error {
 	}); err != nil {
 		return err
 	}
+	out.intern()
 	*p = out
 	return nil
 }
@@ -226,6 +227,9 @@ func decodeSecurityGroup(b []byte, g *SecurityGroup) error {
 	if out.Rules, err = convList(w.Data.Rules, TypeSecurityGroupRule, "", ResourceVersions[TypeSecurityGroupRule], same(func(x *ruleData) SecurityGroupRule { return SecurityGroupRule(*x) })); err != nil {
 		return err
 	}
+	for i := range out.Rules {
+		out.Rules[i].intern()
+	}
 	*g = out
 	return nil
 }
@@ -236,6 +240,7 @@ func decodeSecurityGroupRule(b []byte, r *SecurityGroupRule) error {
 		return err
 	}
 	*r = SecurityGroupRule(w.Data)
+	r.intern()
 	return nil
 }
 
