@@ -30,9 +30,10 @@ type Switch interface {
 //
 // Memory: the reconciler is the one cache of a bridge's flows (56k flows on
 // br-int at 1,000 ports). It keeps each owner's flows in their wire form
-// (ownerFlows), a 16-byte key per flow, and one slot per entry naming the
-// desired flow and saying whether the bridge holds it; a Flow value is kept
-// only for what the bridge holds otherwise (read by Adopt).
+// (ownerFlows), a 16-byte key per flow, and one 16-byte slot per entry naming
+// the desired flow and saying whether the bridge holds it; a Flow value is
+// kept only for what the bridge holds otherwise (read by Adopt), in a map
+// beside the slots that exists only while such flows do.
 type Reconciler struct {
 	sw Switch
 
@@ -40,6 +41,7 @@ type Reconciler struct {
 	cookie   uint64
 	owners   map[string]*ownerFlows // owner -> its desired flows
 	slots    map[flowKey]slot       // entry -> who desires it, what the bridge holds
+	adopted  map[flowKey]*Flow      // what the bridge holds for the slots marked adopted; nil when none
 	reassert bool                   // slots were (re)read: re-send unchanged owners' flows that differ
 	scratch  []byte                 // encoding buffer, reused (owners are stored exact-size)
 }
@@ -55,19 +57,22 @@ func keyOf(f *Flow) flowKey {
 	return flowKey(sum[:16])
 }
 
-// slot is the state of one entry (24 bytes: there is one per flow).
+// slot is the state of one entry (16 bytes: there is one per flow, 56k at
+// 1,000 ports; the adopted Flow pointer it held before made it 24, and a
+// map entry 40 bytes instead of 32).
 //
 // With wanted, flow idx of of is desired: held says the bridge holds it,
-// else have is what the bridge holds instead (an adopted flow; nil: not
-// installed). Without wanted, nobody desires the entry: have is an adopted
-// flow, or, within a plan only, held says the bridge holds flow idx of of
-// (an owner's former flow, about to be deleted).
+// else, with adopted, the bridge holds r.adopted[key] instead (nothing
+// installed when neither). Without wanted, nobody desires the entry: it is
+// adopted, or, within a plan only, held says the bridge holds flow idx of
+// of (an owner's former flow, about to be deleted). held and adopted are
+// never both set.
 type slot struct {
-	of     *ownerFlows
-	have   *Flow
-	idx    int32
-	wanted bool
-	held   bool
+	of      *ownerFlows
+	idx     int32
+	wanted  bool
+	held    bool
+	adopted bool
 }
 
 // ownerName is the name of the owner desiring the entry, "" if none.
@@ -84,14 +89,23 @@ func (s slot) desires(of *ownerFlows, i int) bool {
 }
 
 // installed: the bridge holds something for this entry.
-func (s slot) installed() bool { return s.held || s.have != nil }
+func (s slot) installed() bool { return s.held || s.adopted }
 
-// table is the table of what the bridge holds (installed only).
-func (s slot) table() uint8 {
+// have is the adopted flow the bridge holds for entry k of slot s, nil if
+// the slot is not adopted.
+func (r *Reconciler) have(k flowKey, s slot) *Flow {
+	if !s.adopted {
+		return nil
+	}
+	return r.adopted[k]
+}
+
+// table is the table of what the bridge holds for entry k (installed only).
+func (r *Reconciler) table(k flowKey, s slot) uint8 {
 	if s.held {
 		return s.of.table(int(s.idx))
 	}
-	return s.have.Table
+	return r.adopted[k].Table
 }
 
 // sameContent: the bridge's entry needs no change (cookie, flags,
@@ -144,10 +158,14 @@ func (r *Reconciler) Adopt(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.forgetInstalled()
+	if len(flows) > 0 {
+		r.adopted = make(map[flowKey]*Flow, len(flows))
+	}
 	for i := range flows {
 		s := r.slots[keys[i]]
-		s.have, s.held = &flows[i], false
+		s.adopted, s.held = true, false
 		r.slots[keys[i]] = s
+		r.adopted[keys[i]] = &flows[i]
 	}
 	return nil
 }
@@ -177,9 +195,10 @@ func (r *Reconciler) forgetInstalled() {
 			delete(r.slots, k)
 			continue
 		}
-		s.have, s.held = nil, false
+		s.adopted, s.held = false, false
 		r.slots[k] = s
 	}
+	r.adopted = nil
 	r.reassert = true
 }
 
@@ -285,17 +304,17 @@ func (r *Reconciler) planDesires(p *plan, owners []string) {
 			if p.next[k].desires(of, i) {
 				// what the bridge holds is still r.slots' (p.next's
 				// entries so far only name the winners)
-				p.next[k] = r.install(p, r.slots[k], of, i, &fs[i])
+				p.next[k] = r.install(p, k, r.slots[k], of, i, &fs[i])
 			}
 		}
 	}
 }
 
-// install adds to the bundle what brings the bridge's entry from what old
+// install adds to the bundle what brings the bridge's entry k from what old
 // says it holds to want (flow i of of), and returns the entry's slot with
 // the bridge holding it.
-func (r *Reconciler) install(p *plan, old slot, of *ownerFlows, i int, want *Flow) slot {
-	if have, same := r.held(old, of, i); !same {
+func (r *Reconciler) install(p *plan, k flowKey, old slot, of *ownerFlows, i int, want *Flow) slot {
+	if have, same := r.held(k, old, of, i); !same {
 		switch {
 		case have == nil:
 			p.mods = append(p.mods, FlowMod{Command: CmdAdd, Flow: *want})
@@ -311,13 +330,14 @@ func (r *Reconciler) install(p *plan, old slot, of *ownerFlows, i int, want *Flo
 	return slot{of: of, idx: int32(i), wanted: true, held: true}
 }
 
-// held returns what the bridge holds for the entry of slot s (nil:
+// held returns what the bridge holds for entry k of slot s (nil:
 // nothing), or same when it is byte for byte flow i of of: decided on the
 // records, without decoding or rendering (at a restart, 56k adopted flows
 // are compared with ours).
-func (r *Reconciler) held(s slot, of *ownerFlows, i int) (have *Flow, same bool) {
+func (r *Reconciler) held(k flowKey, s slot, of *ownerFlows, i int) (have *Flow, same bool) {
 	if !s.held {
-		return s.have, s.have != nil && r.encodesAs(s.have, of, i)
+		have = r.have(k, s)
+		return have, have != nil && r.encodesAs(have, of, i)
 	}
 	if sameRecord(s.of, int(s.idx), of, i) {
 		return nil, true
@@ -363,7 +383,7 @@ func (r *Reconciler) planReassert(p *plan, changes map[string][]Flow) {
 			}
 			if s := r.slots[k]; s.desires(of, i) && !s.held {
 				want := of.flow(i)
-				p.next[k] = r.install(p, s, of, i, &want)
+				p.next[k] = r.install(p, k, s, of, i, &want)
 			}
 		}
 	}
@@ -374,7 +394,7 @@ func (r *Reconciler) planReassert(p *plan, changes map[string][]Flow) {
 func (r *Reconciler) strays(p *plan) []flowKey {
 	var ks []flowKey
 	for k, s := range r.slots {
-		if _, touched := p.next[k]; !touched && !s.wanted && s.have != nil {
+		if _, touched := p.next[k]; !touched && !s.wanted && s.adopted {
 			ks = append(ks, k)
 		}
 	}
@@ -386,7 +406,7 @@ func (r *Reconciler) strays(p *plan) []flowKey {
 // the slot.
 func (r *Reconciler) planDelete(p *plan, k flowKey) {
 	s := r.slotOf(p, k)
-	have := s.have
+	have := r.have(k, s)
 	if s.held {
 		f := s.of.flow(int(s.idx))
 		have = &f
@@ -406,6 +426,14 @@ func (r *Reconciler) commit(p *plan) {
 		} else {
 			r.slots[k] = s
 		}
+		if !s.adopted {
+			delete(r.adopted, k) // replaced or deleted
+		}
+	}
+	if len(r.adopted) == 0 {
+		// A map does not shrink: the one Adopt made for 56k flows would
+		// stay allocated, empty, once every adopted flow is replaced.
+		r.adopted = nil
 	}
 	for o, of := range p.owners {
 		if of.len() == 0 {
@@ -449,8 +477,8 @@ func (r *Reconciler) Installed() []InstalledFlow {
 		switch {
 		case s.held:
 			ks = append(ks, keyed{key: k, f: InstalledFlow{Owner: s.ownerName(), Flow: s.of.flow(int(s.idx))}})
-		case s.have != nil:
-			ks = append(ks, keyed{key: k, f: InstalledFlow{Owner: s.ownerName(), Flow: *s.have}})
+		case s.adopted:
+			ks = append(ks, keyed{key: k, f: InstalledFlow{Owner: s.ownerName(), Flow: *r.adopted[k]}})
 		}
 	}
 	r.mu.Unlock()
@@ -494,9 +522,9 @@ func (r *Reconciler) Counts() map[uint8]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c := map[uint8]int{}
-	for _, s := range r.slots {
+	for k, s := range r.slots {
 		if s.installed() {
-			c[s.table()]++
+			c[r.table(k, s)]++
 		}
 	}
 	return c

@@ -144,8 +144,11 @@ func TestReconcilerAdoptCompares(t *testing.T) {
 		t.Fatalf("bundle %v, want 1 modify + 1 add + 1 delete", c)
 	}
 	for _, s := range r.slots {
-		if !s.held || s.have != nil {
+		if !s.held || s.adopted {
 			t.Fatal("an adopted flow is still held after the bridge was brought to the desired one")
 		}
+	}
+	if r.adopted != nil {
+		t.Fatalf("%d adopted flows kept after the sweep replaced or deleted them all", len(r.adopted))
 	}
 }
