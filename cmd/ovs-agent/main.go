@@ -155,6 +155,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	stopMemProfiling(cfg)
 	log, closeLog, err := newLogger(o, cfg, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "ovs-agent:", err)
