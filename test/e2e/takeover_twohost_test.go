@@ -269,6 +269,11 @@ func TestTakeoverTwoHosts(t *testing.T) {
 			t.Errorf("ping %s -> %s after both swaps: %d/%d lost (%v)", p[0].NS, p[1].NS, st.Lost(), st.Sent, err)
 		}
 	}
+	// Nothing of the reference reached the system OVS: a Manager row it
+	// added there would take the hypervisors' db.sock paths over.
+	if leaked := purgeSystemManagers(e.Ctx, t); len(leaked) > 0 {
+		t.Errorf("the reference agent added Manager rows to the system OVS: %v", leaked)
+	}
 }
 
 // refWire waits for the reference agent to turn vm's port ACTIVE. The

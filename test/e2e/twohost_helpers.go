@@ -332,6 +332,9 @@ func thStopPid(pid int) {
 func (th *TwoHost) teardown(t testing.TB) {
 	ctx, cancel := cleanupCtx()
 	defer cancel()
+	if leaked := purgeSystemManagers(ctx, t); len(leaked) > 0 {
+		t.Logf("twohost: removed Manager rows of the system OVS that pointed into %s: %v", twoHostBase, leaked)
+	}
 	for _, h := range th.HV {
 		for _, c := range h.relays {
 			if c.Process != nil && thPidAlive(c.Process.Pid) {
@@ -678,4 +681,31 @@ func (p *GapPinger) LongestGap() time.Duration {
 		}
 	}
 	return g
+}
+
+// purgeSystemManagers removes the system OVS's Manager rows whose target
+// lies under twoHostBase and returns their targets. Such a row makes the
+// system ovsdb-server listen on a hypervisor's db.sock path, taking the
+// path over from the hypervisor's own ovsdb-server: it appears when the
+// reference agent, inside a hypervisor, adds a Manager for its
+// ovsdb_connection with an ovs-vsctl that reached the system database.
+func purgeSystemManagers(ctx context.Context, t testing.TB) []string {
+	out, err := OVS{}.Vsctl(ctx, "--columns=_uuid,target", "--format=csv", "--no-headings", "list", "Manager")
+	if err != nil {
+		t.Logf("twohost: system Manager rows: %v", err)
+		return nil
+	}
+	var gone []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.SplitN(line, ",", 2)
+		if len(f) != 2 || !strings.Contains(f[1], twoHostBase) {
+			continue
+		}
+		if _, err := (OVS{}).Vsctl(ctx, "remove", "Open_vSwitch", ".", "manager_options", f[0]); err != nil {
+			t.Errorf("twohost: remove system Manager %s: %v", f[1], err)
+			continue
+		}
+		gone = append(gone, strings.Trim(f[1], `"`))
+	}
+	return gone
 }
