@@ -117,23 +117,20 @@ func appendName(b []byte, name, suffix string, l labels, key [2]string, extra st
 }
 
 func counterFamily(name, help string, v *vec[counter]) family {
-	return family{name, help, "counter", func(b []byte) []byte {
-		keys, kids := v.sorted()
-		for i, c := range kids {
-			b = appendName(b, name, "", v.labels, keys[i], "", 0)
-			b = appendFloat(b, float64(c.n.Load()))
-			b = append(b, '\n')
-		}
-		return b
-	}}
+	return scalarFamily(name, help, "counter", v, func(c *counter) float64 { return float64(c.n.Load()) })
 }
 
 func gaugeFamily(name, help string, v *vec[gauge]) family {
-	return family{name, help, "gauge", func(b []byte) []byte {
+	return scalarFamily(name, help, "gauge", v, (*gauge).get)
+}
+
+// scalarFamily writes one sample per child: its labels and value(child).
+func scalarFamily[T any](name, help, typ string, v *vec[T], value func(*T) float64) family {
+	return family{name, help, typ, func(b []byte) []byte {
 		keys, kids := v.sorted()
-		for i, g := range kids {
+		for i, k := range kids {
 			b = appendName(b, name, "", v.labels, keys[i], "", 0)
-			b = appendFloat(b, g.get())
+			b = appendFloat(b, value(k))
 			b = append(b, '\n')
 		}
 		return b
