@@ -5,9 +5,7 @@
 package tools
 
 import (
-	_ "github.com/cenkalti/backoff/v4"
 	_ "github.com/google/uuid"
-	_ "github.com/ovn-kubernetes/libovsdb/client"
 	_ "github.com/rabbitmq/amqp091-go"
 	_ "gopkg.in/ini.v1"
 )

@@ -47,7 +47,7 @@ type PortEventKind uint8
 
 const (
 	// PortUpserted: a VIF appeared or changed (add and update are handled the
-	// same way: handlers must be idempotent since libovsdb replays adds on
+	// same way: handlers must be idempotent since the OVSDB cache is refilled on
 	// reconnect).
 	PortUpserted PortEventKind = iota + 1
 	// PortRemoved: the VIF left br-int.

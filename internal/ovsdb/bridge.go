@@ -3,12 +3,12 @@ package ovsdb
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
-	"github.com/ovn-kubernetes/libovsdb/ovsdb"
-
 	"github.com/ovsagent/ovsagent/internal/ovsdb/vswitchd"
+	"github.com/ovsagent/ovsagent/internal/ovsdb/wire"
 )
 
 // Bridge settings the reference writes (ovs_lib.OVSBridge.create and the
@@ -105,7 +105,7 @@ func (c *Client) EnsureBridges(ctx context.Context, specs ...BridgeSpec) (int, e
 	c.mu.Lock()
 	root := c.rootUUID
 	c.mu.Unlock()
-	var ops []ovsdb.Operation
+	var ops []wire.Operation
 	for i, s := range specs {
 		s = s.normalized()
 		if s.Name == "" || len(s.Name) > DeviceNameMaxLen {
@@ -129,9 +129,9 @@ func (c *Client) EnsureBridges(ctx context.Context, specs ...BridgeSpec) (int, e
 	return len(ops), c.checkOfports(ctx, names)
 }
 
-func newBridgeOps(root string, s BridgeSpec, seq int) []ovsdb.Operation {
+func newBridgeOps(root string, s BridgeSpec, seq int) []wire.Operation {
 	ifRef, portRef, brRef := fmt.Sprintf("briface%d", seq), fmt.Sprintf("brport%d", seq), fmt.Sprintf("bridge%d", seq)
-	row := ovsdb.Row{
+	row := wire.Row{
 		"name":          s.Name,
 		"datapath_type": s.DatapathType,
 		"fail_mode":     s.FailMode,
@@ -147,11 +147,11 @@ func newBridgeOps(root string, s BridgeSpec, seq int) []ovsdb.Operation {
 	if s.McastSnoopingEnable != nil {
 		row["mcast_snooping_enable"] = *s.McastSnoopingEnable
 	}
-	ops := []ovsdb.Operation{
-		{Op: ovsdb.OperationInsert, Table: "Interface", UUIDName: ifRef,
-			Row: ovsdb.Row{"name": s.Name, "type": "internal"}},
-		{Op: ovsdb.OperationInsert, Table: "Port", UUIDName: portRef,
-			Row: ovsdb.Row{"name": s.Name, "interfaces": uuidSet(ifRef)}},
+	ops := []wire.Operation{
+		{Op: wire.OpInsert, Table: "Interface", UUIDName: ifRef,
+			Row: wire.Row{"name": s.Name, "type": "internal"}},
+		{Op: wire.OpInsert, Table: "Port", UUIDName: portRef,
+			Row: wire.Row{"name": s.Name, "interfaces": uuidSet(ifRef)}},
 	}
 	ctlOps, ctlRefs := s.controllerOps(seq)
 	ops = append(ops, ctlOps...)
@@ -159,33 +159,33 @@ func newBridgeOps(root string, s BridgeSpec, seq int) []ovsdb.Operation {
 		row["controller"] = uuidSet(ctlRefs...)
 	}
 	ops = append(ops,
-		ovsdb.Operation{Op: ovsdb.OperationInsert, Table: "Bridge", UUIDName: brRef, Row: row},
+		wire.Operation{Op: wire.OpInsert, Table: "Bridge", UUIDName: brRef, Row: row},
 		mutateOp("Open_vSwitch", byUUID(root),
-			ovsdb.Mutation{Column: "bridges", Mutator: ovsdb.MutateOperationInsert, Value: uuidSet(brRef)}))
+			wire.Mutation{Column: "bridges", Mutator: wire.MutInsert, Value: uuidSet(brRef)}))
 	return ops
 }
 
-func (s BridgeSpec) controllerOps(seq int) ([]ovsdb.Operation, []string) {
-	var ops []ovsdb.Operation
+func (s BridgeSpec) controllerOps(seq int) ([]wire.Operation, []string) {
+	var ops []wire.Operation
 	var refs []string
 	for j, t := range s.Controllers {
 		ref := fmt.Sprintf("ctl%d_%d", seq, j)
-		crow := ovsdb.Row{"target": t}
+		crow := wire.Row{"target": t}
 		if s.InactivityProbeMS > 0 {
 			crow["inactivity_probe"] = s.InactivityProbeMS
 		}
 		if s.ControllerConnectionMode != "" {
 			crow["connection_mode"] = s.ControllerConnectionMode
 		}
-		ops = append(ops, ovsdb.Operation{Op: ovsdb.OperationInsert, Table: "Controller", UUIDName: ref, Row: crow})
+		ops = append(ops, wire.Operation{Op: wire.OpInsert, Table: "Controller", UUIDName: ref, Row: crow})
 		refs = append(refs, ref)
 	}
 	return ops, refs
 }
 
-func bridgeDiffOps(v *view, b *vswitchd.Bridge, s BridgeSpec, seq int) []ovsdb.Operation {
+func bridgeDiffOps(v *view, b *vswitchd.Bridge, s BridgeSpec, seq int) []wire.Operation {
 	where := byName(s.Name)
-	row := ovsdb.Row{}
+	row := wire.Row{}
 	if b.DatapathType != s.DatapathType {
 		row["datapath_type"] = s.DatapathType
 	}
@@ -195,7 +195,7 @@ func bridgeDiffOps(v *view, b *vswitchd.Bridge, s BridgeSpec, seq int) []ovsdb.O
 	if s.McastSnoopingEnable != nil && b.McastSnoopingEnable != *s.McastSnoopingEnable {
 		row["mcast_snooping_enable"] = *s.McastSnoopingEnable
 	}
-	var ops []ovsdb.Operation
+	var ops []wire.Operation
 	if s.Controllers != nil {
 		var have []string
 		for _, u := range b.Controller {
@@ -216,7 +216,7 @@ func bridgeDiffOps(v *view, b *vswitchd.Bridge, s BridgeSpec, seq int) []ovsdb.O
 				if ct == nil {
 					continue
 				}
-				crow := ovsdb.Row{}
+				crow := wire.Row{}
 				if s.InactivityProbeMS > 0 && deref(ct.InactivityProbe) != s.InactivityProbeMS {
 					crow["inactivity_probe"] = s.InactivityProbeMS
 				}
@@ -232,15 +232,15 @@ func bridgeDiffOps(v *view, b *vswitchd.Bridge, s BridgeSpec, seq int) []ovsdb.O
 	if len(row) > 0 {
 		ops = append(ops, updateOp("Bridge", where, row))
 	}
-	var muts []ovsdb.Mutation
+	var muts []wire.Mutation
 	var missing []string
 	for _, p := range s.Protocols {
-		if !slices.Contains(b.Protocols, vswitchd.BridgeProtocols(p)) {
+		if !slices.Contains(b.Protocols, p) {
 			missing = append(missing, p)
 		}
 	}
 	if len(missing) > 0 {
-		muts = append(muts, ovsdb.Mutation{Column: "protocols", Mutator: ovsdb.MutateOperationInsert, Value: strSet(missing)})
+		muts = append(muts, wire.Mutation{Column: "protocols", Mutator: wire.MutInsert, Value: strSet(missing)})
 	}
 	muts = append(muts, mergeMutations("other_config", b.OtherConfig, s.OtherConfig)...)
 	muts = append(muts, mergeMutations("external_ids", b.ExternalIDs, s.ExternalIDs)...)
@@ -253,32 +253,20 @@ func bridgeDiffOps(v *view, b *vswitchd.Bridge, s BridgeSpec, seq int) []ovsdb.O
 // BridgeExists reports whether a bridge of that name exists (the reference
 // requires bridge_mappings bridges to pre-exist).
 func (c *Client) BridgeExists(ctx context.Context, name string) (bool, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	b := &vswitchd.Bridge{Name: name}
-	if err := c.ovs.Get(ctx, b); err != nil {
-		if isNotFound(err) {
-			return false, nil
-		}
+	v, err := c.readView(ctx, false)
+	if err != nil {
 		return false, fmt.Errorf("ovsdb: bridge %s: %w", name, err)
 	}
-	return true, nil
+	return v.bridges[name] != nil, nil
 }
 
 // Bridges lists the names of all bridges.
 func (c *Client) Bridges(ctx context.Context) ([]string, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	var brs []vswitchd.Bridge
-	if err := c.ovs.List(ctx, &brs); err != nil {
+	v, err := c.readView(ctx, false)
+	if err != nil {
 		return nil, fmt.Errorf("ovsdb: list bridges: %w", err)
 	}
-	names := make([]string, 0, len(brs))
-	for _, b := range brs {
-		names = append(names, b.Name)
-	}
-	slices.Sort(names)
-	return names, nil
+	return slices.Sorted(maps.Keys(v.bridges)), nil
 }
 
 // BridgeInfo is the cached state of one bridge.
@@ -327,27 +315,26 @@ func (c *Client) Bridge(ctx context.Context, name string) (BridgeInfo, error) {
 // BridgeExternalIDs returns a bridge's external_ids (the agent keeps its
 // cookie round there).
 func (c *Client) BridgeExternalIDs(ctx context.Context, bridge string) (map[string]string, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	b := &vswitchd.Bridge{Name: bridge}
-	if err := c.ovs.Get(ctx, b); err != nil {
-		if isNotFound(err) {
-			return nil, fmt.Errorf("ovsdb: bridge %s external_ids: %w", bridge, ErrNotFound)
-		}
+	v, err := c.readView(ctx, false)
+	if err != nil {
 		return nil, fmt.Errorf("ovsdb: bridge %s external_ids: %w", bridge, err)
+	}
+	b := v.bridges[bridge]
+	if b == nil {
+		return nil, fmt.Errorf("ovsdb: bridge %s external_ids: %w", bridge, ErrNotFound)
 	}
 	if b.ExternalIDs == nil {
 		return map[string]string{}, nil
 	}
-	return b.ExternalIDs, nil
+	return cloneMap(b.ExternalIDs), nil
 }
 
 // SetBridgeExternalIDs sets the given pairs and removes the keys in del, in one
 // transaction; other keys are kept.
 func (c *Client) SetBridgeExternalIDs(ctx context.Context, bridge string, set map[string]string, del ...string) error {
-	var muts []ovsdb.Mutation
+	var muts []wire.Mutation
 	if len(del) > 0 {
-		muts = append(muts, ovsdb.Mutation{Column: "external_ids", Mutator: ovsdb.MutateOperationDelete, Value: strSet(del)})
+		muts = append(muts, wire.Mutation{Column: "external_ids", Mutator: wire.MutDelete, Value: strSet(del)})
 	}
 	if len(set) > 0 {
 		keys := make([]string, 0, len(set))
@@ -355,8 +342,8 @@ func (c *Client) SetBridgeExternalIDs(ctx context.Context, bridge string, set ma
 			keys = append(keys, k)
 		}
 		muts = append(muts,
-			ovsdb.Mutation{Column: "external_ids", Mutator: ovsdb.MutateOperationDelete, Value: strSet(keys)},
-			ovsdb.Mutation{Column: "external_ids", Mutator: ovsdb.MutateOperationInsert, Value: strMap(set)})
+			wire.Mutation{Column: "external_ids", Mutator: wire.MutDelete, Value: strSet(keys)},
+			wire.Mutation{Column: "external_ids", Mutator: wire.MutInsert, Value: strMap(set)})
 	}
 	if len(muts) == 0 {
 		return nil
@@ -369,14 +356,11 @@ func (c *Client) SetBridgeExternalIDs(ctx context.Context, bridge string, set ma
 }
 
 // transactOne runs a single mutate/update and fails when it matched no row.
-func (c *Client) transactOne(ctx context.Context, what string, op ovsdb.Operation) error {
+func (c *Client) transactOne(ctx context.Context, what string, op wire.Operation) error {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	res, err := c.ovs.Transact(ctx, op)
+	res, err := c.transactRaw(ctx, []wire.Operation{op})
 	if err != nil {
-		return fmt.Errorf("ovsdb: %s: %w", what, err)
-	}
-	if _, err := ovsdb.CheckOperationResults(res, []ovsdb.Operation{op}); err != nil {
 		return fmt.Errorf("ovsdb: %s: %w", what, err)
 	}
 	if res[0].Count == 0 {
@@ -400,22 +384,20 @@ func (s SystemInfo) HWOffload() bool { return s.OtherConfig["hw-offload"] == "tr
 
 // System reads the Open_vSwitch row.
 func (c *Client) System(ctx context.Context) (SystemInfo, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	var roots []vswitchd.OpenvSwitch
-	if err := c.ovs.List(ctx, &roots); err != nil {
+	v, err := c.readView(ctx, false)
+	if err != nil {
 		return SystemInfo{}, fmt.Errorf("ovsdb: read Open_vSwitch: %w", err)
 	}
-	if len(roots) != 1 {
-		return SystemInfo{}, fmt.Errorf("ovsdb: read Open_vSwitch: %d rows", len(roots))
+	r := v.root
+	if r == nil {
+		return SystemInfo{}, fmt.Errorf("ovsdb: read Open_vSwitch: no row")
 	}
-	r := roots[0]
 	si := SystemInfo{
 		OVSVersion:    deref(r.OVSVersion),
 		DatapathTypes: slices.Sorted(slices.Values(r.DatapathTypes)),
 		IfaceTypes:    slices.Sorted(slices.Values(r.IfaceTypes)),
-		ExternalIDs:   r.ExternalIDs,
-		OtherConfig:   r.OtherConfig,
+		ExternalIDs:   cloneMap(r.ExternalIDs),
+		OtherConfig:   cloneMap(r.OtherConfig),
 	}
 	return si, nil
 }

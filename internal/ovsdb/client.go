@@ -2,23 +2,19 @@ package ovsdb
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-	"github.com/go-logr/logr"
-	"github.com/ovn-kubernetes/libovsdb/cache"
-	"github.com/ovn-kubernetes/libovsdb/client"
-	"github.com/ovn-kubernetes/libovsdb/model"
-	"github.com/ovn-kubernetes/libovsdb/ovsdb"
-
 	"github.com/ovsagent/ovsagent/internal/ovsdb/vswitchd"
+	"github.com/ovsagent/ovsagent/internal/ovsdb/wire"
 )
 
 // DefaultTimeout bounds one transaction and the wait for ovs-vswitchd to apply
@@ -35,36 +31,52 @@ type Options struct {
 	Timeout time.Duration
 	// RunDir overrides where <bridge>.mgmt sockets are looked for.
 	RunDir string
-	// Logger for this package and libovsdb (slog.Default() if nil).
+	// Logger (slog.Default() if nil).
 	Logger *slog.Logger
 }
 
 // Client is a connection to ovsdb-server with a monitor cache of the
-// Open_vSwitch, Bridge, Port, Interface and Controller columns the agent uses.
-// It reconnects on its own; writes block until reconnected or ctx/timeout ends.
+// Open_vSwitch, Bridge, Port, Interface and Controller columns the agent uses
+// (vswitchd.Columns). It reconnects on its own and refills the cache from the
+// server's current content; writes wait until reconnected or ctx/timeout ends.
 // Safe for concurrent use.
 type Client struct {
-	ovs     client.Client
-	conn    string
-	runDir  string
-	timeout time.Duration
-	log     *slog.Logger
+	endpoint string
+	runDir   string
+	timeout  time.Duration
+	log      *slog.Logger
+	stop     context.CancelFunc
+	loopDone chan struct{}
 
 	mu          sync.Mutex
+	sess        *wire.Session // nil while disconnected
+	cur         *fill         // the session being filled or live; older sessions' updates are dropped
+	up          chan struct{} // closed while connected, replaced when the connection is lost
+	db          tables
 	rootUUID    string
 	curCfg      int
 	nextCfg     int
 	cfgChanged  chan struct{} // closed and replaced whenever cur_cfg changes
-	rootAdds    int
 	reconnects  int
 	onReconnect []func()
-	watchers    map[int]func() // called (cheaply) on Bridge/Port/Interface events; see monitor.go
+	watchers    map[int]func() // called (cheaply) on Bridge/Port/Interface changes; see monitor.go
 	nextWatch   int
 }
 
+// fill is one session's monitor: updates that arrive before the monitor's
+// initial content is in the cache wait in queued, in order.
+type fill struct {
+	filling bool
+	queued  []json.RawMessage
+}
+
+// monitorID names the agent's monitor in the server's update notifications.
+const monitorID = "ovsagent"
+
 // Dial connects to conn, the reference's ovsdb_connection ("tcp:127.0.0.1:6640"
 // or "unix:/run/openvswitch/db.sock"), starts the monitor and waits for the
-// first cache fill. The connection is re-established after loss.
+// first cache fill, retrying until ctx ends (the agent may start before
+// ovsdb-server). The connection is re-established after loss.
 func Dial(ctx context.Context, conn string, opts Options) (*Client, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
@@ -75,124 +87,221 @@ func Dial(ctx context.Context, conn string, opts Options) (*Client, error) {
 	if !strings.HasPrefix(conn, "tcp:") && !strings.HasPrefix(conn, "unix:") {
 		return nil, fmt.Errorf("ovsdb: connection %q: only tcp:HOST:PORT and unix:PATH are supported", conn)
 	}
-	dbModel, err := vswitchd.FullDatabaseModel()
-	if err != nil {
-		return nil, fmt.Errorf("ovsdb: model: %w", err)
-	}
-	// libovsdb logs every failed reconnect attempt as an error; while
-	// ovsdb-server is down that is expected, so its records are capped at WARN.
-	lg := logr.FromSlogHandler(warnCap{opts.Logger.With("component", "libovsdb").Handler()})
-	// Retry forever: libovsdb panics when its backoff gives up.
-	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval = 100 * time.Millisecond
-	bo.MaxInterval = 2 * time.Second
-	bo.MaxElapsedTime = 0
-	ovs, err := client.NewOVSDBClient(dbModel,
-		client.WithEndpoint(conn),
-		client.WithReconnect(opts.Timeout, bo),
-		client.WithLogger(&lg))
-	if err != nil {
-		return nil, fmt.Errorf("ovsdb: client for %s: %w", conn, err)
-	}
 	c := &Client{
-		ovs:        ovs,
-		conn:       conn,
+		endpoint:   conn,
 		timeout:    opts.Timeout,
 		log:        opts.Logger.With("component", "ovsdb"),
+		up:         make(chan struct{}),
 		cfgChanged: make(chan struct{}),
+		db:         newTables(),
 	}
-	if err := connectRetry(ctx, ovs, conn, opts.Timeout, c.log); err != nil {
+	sess, err := c.connectRetry(ctx)
+	if err != nil {
 		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, opts.Timeout)
-	defer cancel()
-	// The cache exists once connected; register before the monitor fills it.
-	ovs.Cache().AddEventHandler(&cache.EventHandlerFuncs{
-		AddFunc:    func(table string, m model.Model) { c.onRow(table, m, true) },
-		UpdateFunc: func(table string, _, m model.Model) { c.onRow(table, m, false) },
-		DeleteFunc: func(table string, _ model.Model) { c.onRow(table, nil, false) },
-	})
-	if _, err := ovs.Monitor(cctx, monitorRequest(ovs)); err != nil {
-		ovs.Close()
-		return nil, fmt.Errorf("ovsdb: monitor %s: %w", conn, err)
-	}
-	var roots []vswitchd.OpenvSwitch
-	if err := ovs.List(cctx, &roots); err != nil || len(roots) != 1 {
-		ovs.Close()
-		return nil, fmt.Errorf("ovsdb: %s: want one Open_vSwitch row, got %d (%v); was the database initialised?", conn, len(roots), err)
-	}
+	lctx, cancel := context.WithCancel(context.Background())
+	c.stop, c.loopDone = cancel, make(chan struct{})
+	go c.keep(lctx, sess)
 	c.mu.Lock()
-	c.rootUUID = roots[0].UUID
-	c.curCfg = roots[0].CurCfg
-	c.nextCfg = roots[0].NextCfg
+	root := c.db.root[c.rootUUID]
 	c.mu.Unlock()
-	c.runDir = resolveRunDir(opts.RunDir, conn, roots[0].ExternalIDs)
-	c.log.Debug("connected", "conn", conn, "rundir", c.runDir, "ovs_version", deref(roots[0].OVSVersion))
+	c.runDir = resolveRunDir(opts.RunDir, conn, root.ExternalIDs)
+	c.log.Debug("connected", "conn", conn, "rundir", c.runDir, "ovs_version", deref(root.OVSVersion))
 	return c, nil
 }
 
-type warnCap struct{ slog.Handler }
-
-func (h warnCap) Enabled(ctx context.Context, l slog.Level) bool {
-	return h.Handler.Enabled(ctx, min(l, slog.LevelWarn))
-}
-
-func (h warnCap) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level > slog.LevelWarn {
-		r.Level = slog.LevelWarn
-	}
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h warnCap) WithAttrs(as []slog.Attr) slog.Handler { return warnCap{h.Handler.WithAttrs(as)} }
-func (h warnCap) WithGroup(g string) slog.Handler       { return warnCap{h.Handler.WithGroup(g)} }
-
-// connectRetry makes the first connection, retrying with backoff until ctx
-// ends: the agent may start before ovsdb-server (reconnects after that are
-// libovsdb's).
-func connectRetry(ctx context.Context, ovs client.Client, conn string, timeout time.Duration, log *slog.Logger) error {
+// connectRetry connects with backoff (100 ms doubling to 2 s) until it
+// succeeds or ctx ends.
+func (c *Client) connectRetry(ctx context.Context) (*wire.Session, error) {
 	wait := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, timeout)
-		err := ovs.Connect(actx)
-		cancel()
+		sess, err := c.connect(ctx)
 		if err == nil {
-			return nil
+			return sess, nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("ovsdb: connect %s (%d attempts): %w", conn, attempt, err)
+			return nil, fmt.Errorf("ovsdb: connect %s (%d attempts): %w", c.endpoint, attempt, err)
 		}
 		if attempt == 1 || attempt%10 == 0 {
-			log.Warn("ovsdb-server not reachable, retrying", "conn", conn, "attempt", attempt, "err", err)
+			c.log.Warn("ovsdb-server not reachable, retrying", "conn", c.endpoint, "attempt", attempt, "err", err)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("ovsdb: connect %s (%d attempts): %w", conn, attempt, err)
+			return nil, fmt.Errorf("ovsdb: connect %s (%d attempts): %w", c.endpoint, attempt, err)
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 2*time.Second)
 	}
 }
 
-// monitorRequest names only the columns the agent reads: Interface statistics
-// and status change every few seconds and would wake the port monitor for nothing.
-func monitorRequest(ovs client.Client) *client.Monitor {
-	root := &vswitchd.OpenvSwitch{}
-	br := &vswitchd.Bridge{}
-	port := &vswitchd.Port{}
-	iface := &vswitchd.Interface{}
-	ctl := &vswitchd.Controller{}
-	return ovs.NewMonitor(
-		client.WithTable(root, &root.Bridges, &root.CurCfg, &root.NextCfg, &root.DatapathTypes,
-			&root.IfaceTypes, &root.OVSVersion, &root.ExternalIDs, &root.OtherConfig),
-		client.WithTable(br, &br.Name, &br.Ports, &br.DatapathType, &br.FailMode, &br.Protocols,
-			&br.OtherConfig, &br.ExternalIDs, &br.Controller, &br.McastSnoopingEnable, &br.DatapathID),
-		client.WithTable(port, &port.Name, &port.Interfaces, &port.Tag, &port.VLANMode, &port.Trunks,
-			&port.OtherConfig, &port.ExternalIDs),
-		client.WithTable(iface, &iface.Name, &iface.Type, &iface.Ofport, &iface.Options,
-			&iface.ExternalIDs, &iface.Error),
-		client.WithTable(ctl, &ctl.Target, &ctl.InactivityProbe, &ctl.ConnectionMode),
-	)
+// connect opens a session, starts the monitor and replaces the cache with
+// the server's content in one step, so readers see either the old or the
+// new database, never a mix.
+func (c *Client) connect(ctx context.Context) (*wire.Session, error) {
+	st := &fill{filling: true}
+	c.mu.Lock()
+	c.cur = st
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	sess, err := wire.Dial(ctx, c.endpoint, func(method string, params json.RawMessage) {
+		c.onNotify(st, method, params)
+	})
+	if err != nil {
+		return nil, err
+	}
+	req := make(map[string]any, len(vswitchd.Columns))
+	for table, cols := range vswitchd.Columns {
+		req[table] = map[string]any{"columns": cols}
+	}
+	var initial json.RawMessage
+	if err := sess.Call(ctx, "monitor", []any{"Open_vSwitch", monitorID, req}, &initial); err != nil {
+		sess.Close()
+		return nil, err
+	}
+	fresh := newTables()
+	if _, err := fresh.apply(initial); err != nil {
+		c.log.Error("ovsdb: rows the agent cannot read are left out of its cache", "err", err)
+	}
+	if len(fresh.root) != 1 {
+		sess.Close()
+		return nil, fmt.Errorf("want one Open_vSwitch row, got %d; was the database initialised?", len(fresh.root))
+	}
+	c.mu.Lock()
+	c.db = fresh
+	for _, u := range st.queued {
+		c.applyLocked(u)
+	}
+	st.filling, st.queued = false, nil
+	c.rootChangedLocked()
+	c.sess = sess
+	close(c.up)
+	watchers := c.watcherListLocked()
+	c.mu.Unlock()
+	for _, w := range watchers {
+		w()
+	}
+	return sess, nil
+}
+
+// keep watches the session and reconnects after a loss, until Close.
+func (c *Client) keep(ctx context.Context, sess *wire.Session) {
+	defer close(c.loopDone)
+	for {
+		select {
+		case <-sess.Done():
+		case <-ctx.Done():
+			sess.Close()
+			c.down(sess)
+			return
+		}
+		c.down(sess)
+		c.log.Warn("ovsdb-server connection lost, reconnecting", "conn", c.endpoint, "err", sess.Err())
+		var err error
+		if sess, err = c.connectRetry(ctx); err != nil {
+			return // closed
+		}
+		c.mu.Lock()
+		c.reconnects++
+		fns := slices.Clone(c.onReconnect)
+		c.mu.Unlock()
+		c.log.Info("ovsdb-server reconnected", "conn", c.endpoint)
+		for _, fn := range fns {
+			go fn()
+		}
+	}
+}
+
+func (c *Client) down(sess *wire.Session) {
+	c.mu.Lock()
+	if c.sess == sess {
+		c.sess = nil
+		c.up = make(chan struct{})
+	}
+	c.mu.Unlock()
+}
+
+// session returns the live session, waiting for a reconnect until ctx ends.
+func (c *Client) session(ctx context.Context) (*wire.Session, error) {
+	for {
+		c.mu.Lock()
+		sess, up := c.sess, c.up
+		c.mu.Unlock()
+		if sess != nil {
+			return sess, nil
+		}
+		select {
+		case <-up:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", errNotConnected, ctx.Err())
+		}
+	}
+}
+
+// errNotConnected: no session to ovsdb-server right now.
+var errNotConnected = errors.New("not connected to ovsdb-server")
+
+// onNotify runs on the session's reader goroutine; it must not block.
+func (c *Client) onNotify(st *fill, method string, params json.RawMessage) {
+	if method != "update" {
+		return
+	}
+	var p [2]json.RawMessage
+	if err := json.Unmarshal(params, &p); err != nil {
+		c.log.Error("ovsdb: malformed update notification", "err", err)
+		return
+	}
+	c.mu.Lock()
+	if st != c.cur {
+		c.mu.Unlock()
+		return
+	}
+	if st.filling {
+		st.queued = append(st.queued, p[1])
+		c.mu.Unlock()
+		return
+	}
+	var watchers []func()
+	if c.applyLocked(p[1]) {
+		watchers = c.watcherListLocked()
+	}
+	c.mu.Unlock()
+	for _, w := range watchers {
+		w()
+	}
+}
+
+// applyLocked applies one table-updates object and reports whether a
+// Bridge, Port or Interface row changed.
+func (c *Client) applyLocked(u json.RawMessage) bool {
+	tablesTouched, err := c.db.apply(u)
+	if err != nil {
+		c.log.Error("ovsdb: rows the agent cannot read are left out of its cache", "err", err)
+	}
+	if tablesTouched[vswitchd.OpenvSwitchTable] {
+		c.rootChangedLocked()
+	}
+	return tablesTouched[vswitchd.BridgeTable] || tablesTouched[vswitchd.PortTable] || tablesTouched[vswitchd.InterfaceTable]
+}
+
+func (c *Client) rootChangedLocked() {
+	for uuid, root := range c.db.root {
+		c.rootUUID = uuid
+		c.nextCfg = root.NextCfg
+		if root.CurCfg != c.curCfg {
+			c.curCfg = root.CurCfg
+			close(c.cfgChanged)
+			c.cfgChanged = make(chan struct{})
+		}
+	}
+}
+
+func (c *Client) watcherListLocked() []func() {
+	ws := make([]func(), 0, len(c.watchers))
+	for _, w := range c.watchers {
+		ws = append(ws, w)
+	}
+	return ws
 }
 
 func resolveRunDir(explicit, conn string, rootIDs map[string]string) string {
@@ -210,40 +319,6 @@ func resolveRunDir(explicit, conn string, rootIDs map[string]string) string {
 		return d
 	}
 	return defaultRunDir
-}
-
-// onRow runs on libovsdb's event goroutine; it must not block.
-func (c *Client) onRow(table string, m model.Model, add bool) {
-	c.mu.Lock()
-	if root, ok := m.(*vswitchd.OpenvSwitch); ok {
-		if add {
-			// A second "add" of the root row means the cache was purged and
-			// replayed: the connection was re-established.
-			c.rootAdds++
-			if c.rootAdds > 1 {
-				c.reconnects++
-				for _, fn := range c.onReconnect {
-					go fn()
-				}
-			}
-		}
-		c.nextCfg = root.NextCfg
-		if root.CurCfg != c.curCfg {
-			c.curCfg = root.CurCfg
-			close(c.cfgChanged)
-			c.cfgChanged = make(chan struct{})
-		}
-	}
-	var watchers []func()
-	if table == "Bridge" || table == "Port" || table == "Interface" {
-		for _, w := range c.watchers {
-			watchers = append(watchers, w)
-		}
-	}
-	c.mu.Unlock()
-	for _, w := range watchers {
-		w()
-	}
 }
 
 // OnReconnect registers fn to run (on its own goroutine) after each
@@ -281,10 +356,17 @@ func (c *Client) removeWatcher(id int) {
 }
 
 // Close ends the connection; the client cannot be used afterwards.
-func (c *Client) Close() { c.ovs.Close() }
+func (c *Client) Close() {
+	c.stop()
+	<-c.loopDone
+}
 
 // Connected reports whether the session is up right now.
-func (c *Client) Connected() bool { return c.ovs.Connected() }
+func (c *Client) Connected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sess != nil
+}
 
 // RunDir is where ovs-vswitchd puts the bridges' management sockets: the
 // explicit option, else $OVS_RUNDIR, else the directory of the unix db socket,
@@ -307,7 +389,7 @@ func (c *Client) ctx(ctx context.Context) (context.Context, context.CancelFunc) 
 // transact commits ops as one transaction. With waitApplied it also bumps
 // next_cfg and waits until ovs-vswitchd reports it applied (cur_cfg), as
 // ovs-vsctl does, so that ofports of new ports are known on return.
-func (c *Client) transact(ctx context.Context, what string, ops []ovsdb.Operation, waitApplied bool) error {
+func (c *Client) transact(ctx context.Context, what string, ops []wire.Operation, waitApplied bool) error {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	if len(ops) == 0 {
@@ -329,23 +411,14 @@ func (c *Client) transact(ctx context.Context, what string, ops []ovsdb.Operatio
 	c.mu.Unlock()
 	n := len(ops)
 	if waitApplied {
-		where := []ovsdb.Condition{ovsdb.NewCondition("_uuid", ovsdb.ConditionEqual, ovsdb.UUID{GoUUID: root})}
+		where := byUUID(root)
 		ops = append(ops,
-			ovsdb.Operation{Op: ovsdb.OperationMutate, Table: "Open_vSwitch", Where: where,
-				Mutations: []ovsdb.Mutation{*ovsdb.NewMutation("next_cfg", ovsdb.MutateOperationAdd, 1)}},
-			ovsdb.Operation{Op: ovsdb.OperationSelect, Table: "Open_vSwitch", Where: where,
-				Columns: []string{"next_cfg"}})
+			mutateOp("Open_vSwitch", where, wire.Mutation{Column: "next_cfg", Mutator: wire.MutAdd, Value: 1}),
+			wire.Operation{Op: wire.OpSelect, Table: "Open_vSwitch", Where: where, Columns: []string{"next_cfg"}})
 	}
-	res, err := c.ovs.Transact(ctx, ops...)
+	res, err := c.transactRaw(ctx, ops)
 	if err != nil {
 		return fmt.Errorf("ovsdb: %s: %w", what, err)
-	}
-	if opErrs, err := ovsdb.CheckOperationResults(res, ops); err != nil {
-		var details []string
-		for _, e := range opErrs {
-			details = append(details, e.Error())
-		}
-		return fmt.Errorf("ovsdb: %s: %w (%s)", what, err, strings.Join(details, "; "))
 	}
 	if !waitApplied {
 		return nil
@@ -354,14 +427,36 @@ func (c *Client) transact(ctx context.Context, what string, ops []ovsdb.Operatio
 	if len(rows) != 1 {
 		return fmt.Errorf("ovsdb: %s: next_cfg not returned", what)
 	}
-	want, ok := toInt(rows[0]["next_cfg"])
-	if !ok {
-		return fmt.Errorf("ovsdb: %s: next_cfg has type %T", what, rows[0]["next_cfg"])
+	want, err := wire.Int(rows[0]["next_cfg"])
+	if err != nil {
+		return fmt.Errorf("ovsdb: %s: next_cfg: %w", what, err)
 	}
 	if err := c.waitCfg(ctx, want); err != nil {
 		return fmt.Errorf("ovsdb: %s: committed, but ovs-vswitchd did not apply it: %w", what, err)
 	}
 	return nil
+}
+
+// transactRaw sends one transaction on the live session (waiting for a
+// reconnect until ctx ends) and checks every operation's result.
+func (c *Client) transactRaw(ctx context.Context, ops []wire.Operation) ([]wire.Result, error) {
+	sess, err := c.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	params := make([]any, 0, len(ops)+1)
+	params = append(params, "Open_vSwitch")
+	for _, op := range ops {
+		params = append(params, op)
+	}
+	var res []wire.Result
+	if err := sess.Call(ctx, "transact", params, &res); err != nil {
+		return nil, err
+	}
+	if err := wire.CheckResults(res, ops); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // WaitApplied waits until ovs-vswitchd has applied every change committed so
@@ -372,8 +467,8 @@ func (c *Client) WaitApplied(ctx context.Context) error {
 	c.mu.Unlock()
 	// A no-op change that vswitchd must acknowledge, as ovs-vsctl does.
 	op := mutateOp("Open_vSwitch", byUUID(root),
-		ovsdb.Mutation{Column: "next_cfg", Mutator: ovsdb.MutateOperationAdd, Value: 0})
-	return c.transact(ctx, "wait for ovs-vswitchd", []ovsdb.Operation{op}, true)
+		wire.Mutation{Column: "next_cfg", Mutator: wire.MutAdd, Value: 0})
+	return c.transact(ctx, "wait for ovs-vswitchd", []wire.Operation{op}, true)
 }
 
 func (c *Client) waitCfg(ctx context.Context, want int) error {
@@ -390,18 +485,6 @@ func (c *Client) waitCfg(ctx context.Context, want int) error {
 			return fmt.Errorf("cur_cfg %d < next_cfg %d: %w", cur, want, ctx.Err())
 		}
 	}
-}
-
-func toInt(v any) (int, bool) {
-	switch x := v.(type) {
-	case int:
-		return x, true
-	case int64:
-		return int(x), true
-	case float64:
-		return int(x), true
-	}
-	return 0, false
 }
 
 func deref[T any](p *T) T {

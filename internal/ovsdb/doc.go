@@ -1,7 +1,7 @@
 // Package ovsdb is the agent's narrow client of the Open_vSwitch database: it
 // ensures bridges, patch pairs and tunnel ports the way the reference agent
 // lays them out, writes port tags and other_config in batches, and watches
-// bridges for VM ports. It talks OVSDB (libovsdb) only; it never runs ovs-vsctl.
+// bridges for VM ports. It talks OVSDB (RFC 7047, package wire) only; it never runs ovs-vsctl.
 //
 // Usage, in the agent's order:
 //
@@ -22,7 +22,6 @@
 // report ports ovs-vswitchd could not create as *FailedPortsError.
 package ovsdb
 
-// The models are generated from the schema of the OVS we target (3.1, schema
-// 8.3.1), copied here from /usr/share/openvswitch/vswitch.ovsschema so that
-// generation does not depend on the build host.
-//go:generate go run github.com/ovn-kubernetes/libovsdb/cmd/modelgen -p vswitchd -o vswitchd vswitch.ovsschema
+// vswitch.ovsschema is the schema of the OVS we target (3.1, schema 8.3.1),
+// copied from /usr/share/openvswitch/vswitch.ovsschema: package vswitchd's
+// test checks the monitored columns against it.

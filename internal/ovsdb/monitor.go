@@ -74,7 +74,7 @@ type PortEvent struct {
 }
 
 // PortMonitor emits the VM ports of one bridge as deltas. It compares the
-// cached database against what it last emitted, so libovsdb's replay of every
+// cached database against what it last emitted, so the cache's refill with every
 // row after a reconnect produces no events for unchanged ports, and ports that
 // vanished while the connection was down are reported removed.
 type PortMonitor struct {

@@ -163,7 +163,7 @@ func TestPortMonitorLifecycle(t *testing.T) {
 	t.Logf("%d scans for %d events", m.Scans(), len(l.all))
 }
 
-// After an ovsdb-server restart libovsdb replays every row as added: the
+// After an ovsdb-server restart the cache is refilled from scratch: the
 // monitor must stay silent for unchanged ports and report the ones deleted
 // while the connection was down.
 func TestPortMonitorOvsdbRestart(t *testing.T) {

@@ -2,62 +2,76 @@ package ovsdb
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"time"
-
-	"github.com/ovn-kubernetes/libovsdb/cache"
-	"github.com/ovn-kubernetes/libovsdb/client"
-	"github.com/ovn-kubernetes/libovsdb/model"
-	"github.com/ovn-kubernetes/libovsdb/ovsdb"
 
 	"github.com/ovsagent/ovsagent/internal/ovsdb/vswitchd"
+	"github.com/ovsagent/ovsagent/internal/ovsdb/wire"
 )
 
 // Raw operations: the writes here are simple and hot (1,000 ports per
-// transaction), so they are built directly rather than through libovsdb's
-// reflective API; the monitor cache supplies current state for diffing.
+// transaction), so they are built directly; the monitor cache supplies the
+// current state for diffing.
 
-func byName(name string) []ovsdb.Condition {
-	return []ovsdb.Condition{ovsdb.NewCondition("name", ovsdb.ConditionEqual, name)}
+func byName(name string) []wire.Condition {
+	return []wire.Condition{{Column: "name", Function: wire.Equal, Value: name}}
 }
 
-func byUUID(uuid string) []ovsdb.Condition {
-	return []ovsdb.Condition{ovsdb.NewCondition("_uuid", ovsdb.ConditionEqual, ovsdb.UUID{GoUUID: uuid})}
+func byUUID(uuid string) []wire.Condition {
+	return []wire.Condition{{Column: "_uuid", Function: wire.Equal, Value: wire.UUID(uuid)}}
 }
 
-func strMap(m map[string]string) ovsdb.OvsMap {
-	g := make(map[any]any, len(m))
-	for k, v := range m {
-		g[k] = v
-	}
-	return ovsdb.OvsMap{GoMap: g}
-}
+func strMap(m map[string]string) wire.Map { return wire.Map(m) }
 
-func strSet(s []string) ovsdb.OvsSet {
-	g := make([]any, len(s))
+func strSet(s []string) wire.Set {
+	g := make(wire.Set, len(s))
 	for i, v := range s {
 		g[i] = v
 	}
-	return ovsdb.OvsSet{GoSet: g}
+	return g
 }
 
-func uuidSet(uuids ...string) ovsdb.OvsSet {
-	g := make([]any, len(uuids))
-	for i, u := range uuids {
-		g[i] = ovsdb.UUID{GoUUID: u}
+// uuidSet refers to rows by UUID, or by the uuid-name of a row inserted
+// earlier in the same transaction.
+func uuidSet(refs ...string) wire.Set {
+	g := make(wire.Set, len(refs))
+	for i, r := range refs {
+		if isUUID(r) {
+			g[i] = wire.UUID(r)
+		} else {
+			g[i] = wire.NamedUUID(r)
+		}
 	}
-	return ovsdb.OvsSet{GoSet: g}
+	return g
 }
 
-func emptySet() ovsdb.OvsSet { return ovsdb.OvsSet{GoSet: []any{}} }
+// isUUID reports whether s has the 8-4-4-4-12 hex form of a row UUID; the
+// agent's uuid-names ("port3", "iface3") never do.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if c != '-' {
+				return false
+			}
+		case '0' <= c && c <= '9', 'a' <= c && c <= 'f', 'A' <= c && c <= 'F':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func emptySet() wire.Set { return wire.Set{} }
 
 // mergeMutations returns the mutations that make column hold every pair of want
 // (other keys are left alone), or nil when cur already does. OVSDB's map insert
 // ignores keys that exist, so changed keys are deleted first.
-func mergeMutations(column string, cur, want map[string]string) []ovsdb.Mutation {
+func mergeMutations(column string, cur, want map[string]string) []wire.Mutation {
 	var changed []string
 	for k, v := range want {
 		if old, ok := cur[k]; !ok || old != v {
@@ -72,41 +86,41 @@ func mergeMutations(column string, cur, want map[string]string) []ovsdb.Mutation
 	for _, k := range changed {
 		ins[k] = want[k]
 	}
-	return []ovsdb.Mutation{
-		{Column: column, Mutator: ovsdb.MutateOperationDelete, Value: strSet(changed)},
-		{Column: column, Mutator: ovsdb.MutateOperationInsert, Value: strMap(ins)},
+	return []wire.Mutation{
+		{Column: column, Mutator: wire.MutDelete, Value: strSet(changed)},
+		{Column: column, Mutator: wire.MutInsert, Value: strMap(ins)},
 	}
 }
 
-func mutateOp(table string, where []ovsdb.Condition, muts ...ovsdb.Mutation) ovsdb.Operation {
-	return ovsdb.Operation{Op: ovsdb.OperationMutate, Table: table, Where: where, Mutations: muts}
+func mutateOp(table string, where []wire.Condition, muts ...wire.Mutation) wire.Operation {
+	return wire.Operation{Op: wire.OpMutate, Table: table, Where: where, Mutations: muts}
 }
 
-func updateOp(table string, where []ovsdb.Condition, row ovsdb.Row) ovsdb.Operation {
-	return ovsdb.Operation{Op: ovsdb.OperationUpdate, Table: table, Where: where, Row: row}
+func updateOp(table string, where []wire.Condition, row wire.Row) wire.Operation {
+	return wire.Operation{Op: wire.OpUpdate, Table: table, Where: where, Row: row}
 }
 
 // newPortOps inserts a Port with one Interface of the same name and attaches it
 // to bridge. seq keeps named UUIDs unique inside one transaction.
-func newPortOps(bridge, name, ifType string, options map[string]string, portOther map[string]string, seq int) []ovsdb.Operation {
+func newPortOps(bridge, name, ifType string, options map[string]string, portOther map[string]string, seq int) []wire.Operation {
 	ifRef := fmt.Sprintf("iface%d", seq)
 	portRef := fmt.Sprintf("port%d", seq)
-	irow := ovsdb.Row{"name": name}
+	irow := wire.Row{"name": name}
 	if ifType != "" {
 		irow["type"] = ifType
 	}
 	if len(options) > 0 {
 		irow["options"] = strMap(options)
 	}
-	prow := ovsdb.Row{"name": name, "interfaces": uuidSet(ifRef)}
+	prow := wire.Row{"name": name, "interfaces": uuidSet(ifRef)}
 	if len(portOther) > 0 {
 		prow["other_config"] = strMap(portOther)
 	}
-	return []ovsdb.Operation{
-		{Op: ovsdb.OperationInsert, Table: "Interface", UUIDName: ifRef, Row: irow},
-		{Op: ovsdb.OperationInsert, Table: "Port", UUIDName: portRef, Row: prow},
+	return []wire.Operation{
+		{Op: wire.OpInsert, Table: "Interface", UUIDName: ifRef, Row: irow},
+		{Op: wire.OpInsert, Table: "Port", UUIDName: portRef, Row: prow},
 		mutateOp("Bridge", byName(bridge),
-			ovsdb.Mutation{Column: "ports", Mutator: ovsdb.MutateOperationInsert, Value: uuidSet(portRef)}),
+			wire.Mutation{Column: "ports", Mutator: wire.MutInsert, Value: uuidSet(portRef)}),
 	}
 }
 
@@ -128,95 +142,54 @@ type view struct {
 // clients committed before it (an operator's ovs-vsctl, nova) are then in the
 // cache and the diff that follows does not miss them.
 //
-// Rows are read shallow (libovsdb replaces cached models on update and never
-// mutates them), so the view is read-only and maps handed to callers are
-// cloned. Shallow reads bypass libovsdb's lock, so a read can overlap the
-// purge-and-refill of a reconnect; such a read is caught by the reference
-// chain Open_vSwitch -> Bridge -> Port -> Interface having holes, or by the
-// tables being replaced meanwhile, and is retried. A view that still has
-// holes after the retries (a row referenced but not cached) says so in complete.
+// The cache changes one whole update (or, after a reconnect, one whole
+// database) at a time under the client's lock, and rows are immutable, so a
+// view is a consistent snapshot; it is read-only and maps handed to callers
+// are cloned. complete says every row referenced from the root down is
+// cached (false only before the first fill or if a row failed to decode).
 func (c *Client) readView(ctx context.Context, sync bool) (*view, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
 	if sync {
-		if err := c.ovs.Echo(ctx); err != nil {
+		ctx, cancel := c.ctx(ctx)
+		defer cancel()
+		c.mu.Lock()
+		sess := c.sess
+		c.mu.Unlock()
+		if sess == nil {
+			return nil, fmt.Errorf("ovsdb: echo: %w", errNotConnected)
+		}
+		if err := sess.Call(ctx, "echo", []any{}, nil); err != nil {
 			return nil, fmt.Errorf("ovsdb: echo: %w", err)
 		}
 	}
-	var v *view
-	for attempt := 0; ; attempt++ {
-		// Blocks while a reconnect (and its cache refill) is in progress.
-		_ = c.ovs.Connected()
-		v = c.readShallow()
-		if v == nil {
-			return nil, fmt.Errorf("ovsdb: %w", client.ErrNotConnected)
-		}
-		if v.complete || attempt == 5 {
-			return v, nil
-		}
-		select {
-		case <-ctx.Done():
-			return v, nil
-		case <-time.After(time.Duration(attempt+1) * 10 * time.Millisecond):
-		}
-	}
-}
-
-func (c *Client) readShallow() *view {
-	tc := c.ovs.Cache()
-	if tc == nil { // closed
-		return nil
-	}
-	tables := []string{"Open_vSwitch", "Bridge", "Port", "Interface", "Controller"}
-	before := make([]*cache.RowCache, len(tables))
-	for i, t := range tables {
-		before[i] = tc.Table(t)
-	}
-	rows := make([]map[string]model.Model, len(tables))
-	for i, rc := range before {
-		if rc != nil {
-			rows[i] = rc.RowsShallow()
-		}
-	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	db := &c.db
+	// The UUID-keyed tables are copied: the next update changes the
+	// cache's maps (never its rows).
 	v := &view{
-		bridges:     make(map[string]*vswitchd.Bridge, len(rows[1])),
-		ports:       make(map[string]*vswitchd.Port, len(rows[2])),
-		ifaces:      make(map[string]*vswitchd.Interface, len(rows[3])),
-		portByName:  make(map[string]*vswitchd.Port, len(rows[2])),
-		portBridge:  make(map[string]string, len(rows[2])),
-		controllers: make(map[string]*vswitchd.Controller, len(rows[4])),
+		bridges:     make(map[string]*vswitchd.Bridge, len(db.bridges)),
+		ports:       maps.Clone(db.ports),
+		ifaces:      maps.Clone(db.ifaces),
+		portByName:  make(map[string]*vswitchd.Port, len(db.ports)),
+		portBridge:  make(map[string]string, len(db.ports)),
+		controllers: maps.Clone(db.ctls),
 		complete:    true,
 	}
-	for _, m := range rows[0] {
-		v.root, _ = m.(*vswitchd.OpenvSwitch)
-	}
-	brByUUID := map[string]bool{}
-	for _, m := range rows[1] {
-		b := m.(*vswitchd.Bridge)
+	v.root = db.root[c.rootUUID]
+	for _, b := range db.bridges {
 		v.bridges[b.Name] = b
-		brByUUID[b.UUID] = true
 		for _, p := range b.Ports {
 			v.portBridge[p] = b.Name
 		}
 	}
-	for _, m := range rows[2] {
-		p := m.(*vswitchd.Port)
-		v.ports[p.UUID] = p
+	for _, p := range v.ports {
 		v.portByName[p.Name] = p
-	}
-	for _, m := range rows[3] {
-		i := m.(*vswitchd.Interface)
-		v.ifaces[i.UUID] = i
-	}
-	for _, m := range rows[4] {
-		ct := m.(*vswitchd.Controller)
-		v.controllers[ct.UUID] = ct
 	}
 	if v.root == nil {
 		v.complete = false
 	} else {
 		for _, u := range v.root.Bridges {
-			if !brByUUID[u] {
+			if db.bridges[u] == nil {
 				v.complete = false
 			}
 		}
@@ -233,12 +206,7 @@ func (c *Client) readShallow() *view {
 			}
 		}
 	}
-	for i, t := range tables {
-		if tc.Table(t) != before[i] {
-			v.complete = false
-		}
-	}
-	return v
+	return v, nil
 }
 
 // iface returns the first Interface of p (agent ports have exactly one).
@@ -250,8 +218,6 @@ func (v *view) iface(p *vswitchd.Port) *vswitchd.Interface {
 	}
 	return nil
 }
-
-func isNotFound(err error) bool { return errors.Is(err, client.ErrNotFound) }
 
 func mapsEqual(a, b map[string]string) bool {
 	if len(a) == 0 && len(b) == 0 {

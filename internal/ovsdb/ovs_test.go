@@ -12,8 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovn-kubernetes/libovsdb/ovsdb"
-
+	"github.com/ovsagent/ovsagent/internal/ovsdb/wire"
 	"github.com/ovsagent/ovsagent/internal/testing/ovstest"
 )
 
@@ -446,9 +445,9 @@ func BenchmarkMonitorScan1000(b *testing.B) {
 	}
 	names := addPatchPorts(b, c, br, "m"+p[3:]+"-", 1000)
 	// Make them VM ports as far as the monitor can tell (keys on the Interface).
-	var ops []ovsdb.Operation
+	var ops []wire.Operation
 	for i, n := range names {
-		ops = append(ops, updateOp("Interface", byName(n), ovsdb.Row{"external_ids": strMap(map[string]string{
+		ops = append(ops, updateOp("Interface", byName(n), wire.Row{"external_ids": strMap(map[string]string{
 			"iface-id": fmt.Sprint("id-", i), "attached-mac": "fa:16:3e:00:00:01"})}))
 	}
 	if err := c.transact(ctx, "vm keys", ops, true); err != nil {

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ovn-kubernetes/libovsdb/ovsdb"
+	"github.com/ovsagent/ovsagent/internal/ovsdb/wire"
 )
 
 // Ofport values besides real port numbers.
@@ -161,7 +161,7 @@ func (c *Client) ensurePorts(ctx context.Context, what string, want []wantPort) 
 	if err != nil {
 		return 0, err
 	}
-	var ops []ovsdb.Operation
+	var ops []wire.Operation
 	for i, w := range want {
 		if v.bridges[w.bridge] == nil {
 			return 0, fmt.Errorf("ovsdb: %s: port %s: bridge %s: %w", what, w.name, w.bridge, ErrNotFound)
@@ -194,7 +194,7 @@ func (c *Client) ensurePorts(ctx context.Context, what string, want []wantPort) 
 		if _, ok := ifc.Options["peer"]; ok && w.keepPeer {
 			wantOpts["peer"] = ifc.Options["peer"]
 		}
-		row := ovsdb.Row{}
+		row := wire.Row{}
 		if ifc.Type != w.ifType {
 			row["type"] = w.ifType
 		}
@@ -277,8 +277,8 @@ func (c *Client) DeletePorts(ctx context.Context, bridge string, names ...string
 		return nil
 	}
 	op := mutateOp("Bridge", byName(bridge),
-		ovsdb.Mutation{Column: "ports", Mutator: ovsdb.MutateOperationDelete, Value: uuidSet(uuids...)})
-	return c.transact(ctx, fmt.Sprintf("delete %d ports from %s", len(uuids), bridge), []ovsdb.Operation{op}, false)
+		wire.Mutation{Column: "ports", Mutator: wire.MutDelete, Value: uuidSet(uuids...)})
+	return c.transact(ctx, fmt.Sprintf("delete %d ports from %s", len(uuids), bridge), []wire.Operation{op}, false)
 }
 
 // PortInfo is a port on a bridge with its (single) interface.
@@ -387,7 +387,7 @@ func (c *Client) SetPortBindings(ctx context.Context, bindings []PortBinding) (w
 	if err != nil {
 		return 0, nil, err
 	}
-	ops := make([]ovsdb.Operation, 0, len(bindings))
+	ops := make([]wire.Operation, 0, len(bindings))
 	for _, b := range bindings {
 		if b.Tag < 0 || b.Tag > DeadVLANTag {
 			return 0, nil, fmt.Errorf("ovsdb: set binding of %s: tag %d out of range", b.Name, b.Tag)
@@ -398,7 +398,7 @@ func (c *Client) SetPortBindings(ctx context.Context, bindings []PortBinding) (w
 			continue
 		}
 		where := byUUID(p.UUID)
-		row := ovsdb.Row{}
+		row := wire.Row{}
 		live := b.Tag != DeadVLANTag
 		if p.Tag == nil || *p.Tag != b.Tag || (live && (p.VLANMode != nil || len(p.Trunks) > 0)) {
 			row["tag"] = b.Tag
