@@ -2,6 +2,7 @@ package neutron
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -327,18 +328,33 @@ func (c *Cache) Fill(ctx context.Context, rtype string, filter Filter, agentRest
 		return fmt.Errorf("cache: no puller for %s", rtype)
 	}
 	// Bound each reply: a bulk_pull of thousands of ports would exceed the message size
-	// limit (a bound port is ~4 KB on the wire).
+	// limit (a bound port is ~4 KB on the wire). The chunks are of equal size and go out
+	// together, up to FillParallel at a time: the server's RPC worker interleaves them
+	// (its database work overlaps its Python work), which a restart at 1,000 ports waits for.
 	if ids, ok := filter["id"]; ok && len(filter) == 1 && len(ids) > ResyncChunk {
-		for start := 0; start < len(ids); start += ResyncChunk {
-			chunk := Filter{"id": ids[start:min(start+ResyncChunk, len(ids))]}
-			if err := c.fillOnce(ctx, p, rtype, chunk, agentRestarted); err != nil {
-				return err
-			}
+		n := (len(ids) + ResyncChunk - 1) / ResyncChunk
+		size := (len(ids) + n - 1) / n
+		errs := make([]error, n)
+		sem := make(chan struct{}, FillParallel)
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			chunk := Filter{"id": ids[i*size : min((i+1)*size, len(ids))]}
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				errs[i] = c.fillOnce(ctx, p, rtype, chunk, agentRestarted)
+			}()
 		}
-		return nil
+		wg.Wait()
+		return errors.Join(errs...)
 	}
 	return c.fillOnce(ctx, p, rtype, filter, agentRestarted)
 }
+
+// FillParallel bounds the bulk_pulls of one Fill in flight at once.
+const FillParallel = 3
 
 func describe(f Filter) string {
 	if len(f) == 1 {
