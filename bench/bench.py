@@ -1189,7 +1189,8 @@ def table(args, floor_res, results, cmd):
             lambda r: "%d of %d" % (r["restart"]["lost"], r["restart"]["tx"]))
         row("restart: start → in sync (kill → gone)", "—",
             lambda r: "%s (%s)" % (fmt(r["restart"]["sync"]), fmt(r["restart"]["gone"])))
-        row("restart: of which the server's bulk_pull calls", "—",
+        # A sum of call durations: calls that overlap (groups and rules, id chunks) count twice.
+        row("restart: the server's bulk_pull calls, summed (some overlap)", "—",
             lambda r: fmt(r["restart"]["server_pulls"]) if r["restart"].get("server_pulls") is not None else "—")
         row("restart: ports whose revision changed (status flaps)", "—",
             lambda r: "%d" % r["restart"]["rev_changed"])

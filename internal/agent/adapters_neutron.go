@@ -103,6 +103,15 @@ func (s *NeutronServer) Devices(ctx context.Context, ids []string, fresh bool) (
 		if err := s.refreshPorts(ctx, ids); err != nil {
 			return nil, nil, fmt.Errorf("neutron: refresh ports: %w", err)
 		}
+	} else if missing := s.uncachedPorts(ids); len(missing) > refreshSample {
+		// A cold cache (the agent's start, or a burst of new ports): the
+		// same order as a refresh, so that ports that are also members of
+		// a remote group are loaded by the server once, not by id and then
+		// again by group (at a restart with 1,000 ports: three pulls of
+		// 334 by id, ~2 s, then the same 1,000 as the group's members).
+		// What this misses (a failed pull included), DevicesDetails pulls
+		// below, and reports if it fails too.
+		_ = s.refreshPorts(ctx, missing)
 	}
 	// Fills we ask for are flagged agentRestarted: their cache events are
 	// the answer to this call, not news (see NotifyFromCache).
@@ -117,6 +126,17 @@ func (s *NeutronServer) Devices(ctx context.Context, ids []string, fresh bool) (
 // refreshSample is how many ports refreshPorts pulls first to learn their
 // security groups.
 const refreshSample = 10
+
+// uncachedPorts returns the ids the cache neither holds nor knows deleted.
+func (s *NeutronServer) uncachedPorts(ids []string) []string {
+	var out []string
+	for _, id := range ids {
+		if s.Cache.Port(id) == nil && !s.Cache.IsDeleted(neutron.TypePort, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
 
 // refreshPorts pulls every port of ids again (the first batch after a
 // start). The remote-group members the firewall needs next are pulled by

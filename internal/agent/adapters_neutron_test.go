@@ -135,6 +135,41 @@ func TestRefreshPortsPullsEachPortOnce(t *testing.T) {
 	}
 }
 
+// The agent's start (a cold cache, no resync) also loads each port once:
+// the first batch's details and the firewall's member lookup after it.
+func TestColdDevicesPullEachPortOnce(t *testing.T) {
+	sg := &neutron.SecurityGroup{ID: "default", Stateful: true, Rules: []neutron.SecurityGroupRule{
+		{ID: "r1", SecurityGroupID: "default", Direction: "ingress", Ethertype: "IPv4", RemoteGroupID: "default"}}}
+	pp := &portPuller{sg: sg}
+	var ids []string
+	for i := 0; i < 100; i++ {
+		id := "p" + hex2(i)
+		pp.ports = append(pp.ports, &neutron.Port{ID: id, NetworkID: "n", SecurityGroupIDs: []string{"default"},
+			Bindings: []neutron.PortBinding{{PortID: id, Host: "me"}}})
+		ids = append(ids, id)
+	}
+	pp.ports = append(pp.ports, &neutron.Port{ID: "remote", NetworkID: "n", SecurityGroupIDs: []string{"default"}})
+	s := &NeutronServer{Cache: neutron.NewCache(neutron.CacheOptions{Puller: pp}), Host: "me"}
+	devs, failed, err := s.Devices(context.Background(), append(ids, "gone"), false)
+	if err != nil || len(devs) != 101 || devs["gone"].Bound || devs["p00"].PortID != "p00" || len(failed) != 0 {
+		t.Fatalf("Devices: %d devices, failed %v, %v", len(devs), failed, err)
+	}
+	if _, _, err := s.SecurityGroups(context.Background(), []string{"default"}); err != nil {
+		t.Fatal(err)
+	}
+	// 10 sampled by id, then the 101 members of default (the sample again
+	// among them); "gone" is asked for by id and not found. Pulled by id
+	// first, the 100 would have been loaded twice (201).
+	if pp.returned != refreshSample+101 {
+		t.Errorf("server returned %d ports for 100 local ones + 1 remote member, want %d", pp.returned, refreshSample+101)
+	}
+	// A warm cache asks nothing.
+	before := pp.returned
+	if _, _, err := s.Devices(context.Background(), ids, false); err != nil || pp.returned != before {
+		t.Errorf("warm Devices pulled %d ports (%v)", pp.returned-before, err)
+	}
+}
+
 // meetPuller is portPuller whose pulls of two paired types wait for each
 // other: a pull whose partner is not out at the same time gives up after
 // a while and records it. It proves two pulls are out at once.
