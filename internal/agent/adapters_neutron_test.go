@@ -99,19 +99,27 @@ func (p *portPuller) BulkPull(_ context.Context, rtype string, f neutron.Filter)
 	return nil, nil
 }
 
-// After a start, the local ports of a remote group are not pulled twice
-// (by id and again as the group's members).
-func TestRefreshPortsPullsEachPortOnce(t *testing.T) {
+// selfReferencingGroup is a puller holding n local ports ("me") in group
+// default, whose ingress rule names default itself: every port is a
+// member the firewall asks for.
+func selfReferencingGroup(n int) (*portPuller, []string) {
 	sg := &neutron.SecurityGroup{ID: "default", Stateful: true, Rules: []neutron.SecurityGroupRule{
 		{ID: "r1", SecurityGroupID: "default", Direction: "ingress", Ethertype: "IPv4", RemoteGroupID: "default"}}}
 	pp := &portPuller{sg: sg}
 	var ids []string
-	for i := 0; i < 100; i++ {
+	for i := 0; i < n; i++ {
 		id := "p" + hex2(i)
 		pp.ports = append(pp.ports, &neutron.Port{ID: id, NetworkID: "n", SecurityGroupIDs: []string{"default"},
 			Bindings: []neutron.PortBinding{{PortID: id, Host: "me"}}})
 		ids = append(ids, id)
 	}
+	return pp, ids
+}
+
+// After a start, the local ports of a remote group are not pulled twice
+// (by id and again as the group's members).
+func TestRefreshPortsPullsEachPortOnce(t *testing.T) {
+	pp, ids := selfReferencingGroup(100)
 	// a local port of another group without remote-group rules, and a
 	// member of the group on another host
 	pp.ports = append(pp.ports, &neutron.Port{ID: "other-sg", NetworkID: "n", SecurityGroupIDs: []string{"web"}},
@@ -138,16 +146,7 @@ func TestRefreshPortsPullsEachPortOnce(t *testing.T) {
 // The agent's start (a cold cache, no resync) also loads each port once:
 // the first batch's details and the firewall's member lookup after it.
 func TestColdDevicesPullEachPortOnce(t *testing.T) {
-	sg := &neutron.SecurityGroup{ID: "default", Stateful: true, Rules: []neutron.SecurityGroupRule{
-		{ID: "r1", SecurityGroupID: "default", Direction: "ingress", Ethertype: "IPv4", RemoteGroupID: "default"}}}
-	pp := &portPuller{sg: sg}
-	var ids []string
-	for i := 0; i < 100; i++ {
-		id := "p" + hex2(i)
-		pp.ports = append(pp.ports, &neutron.Port{ID: id, NetworkID: "n", SecurityGroupIDs: []string{"default"},
-			Bindings: []neutron.PortBinding{{PortID: id, Host: "me"}}})
-		ids = append(ids, id)
-	}
+	pp, ids := selfReferencingGroup(100)
 	pp.ports = append(pp.ports, &neutron.Port{ID: "remote", NetworkID: "n", SecurityGroupIDs: []string{"default"}})
 	s := &NeutronServer{Cache: neutron.NewCache(neutron.CacheOptions{Puller: pp}), Host: "me"}
 	devs, failed, err := s.Devices(context.Background(), append(ids, "gone"), false)
