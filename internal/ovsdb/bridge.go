@@ -136,13 +136,13 @@ func newBridgeOps(root string, s BridgeSpec, seq int) []wire.Operation {
 		"datapath_type": s.DatapathType,
 		"fail_mode":     s.FailMode,
 		"protocols":     strSet(s.Protocols),
-		"ports":         uuidSet(portRef),
+		"ports":         namedRefs(portRef),
 	}
 	if len(s.OtherConfig) > 0 {
-		row["other_config"] = strMap(s.OtherConfig)
+		row["other_config"] = wire.Map(s.OtherConfig)
 	}
 	if len(s.ExternalIDs) > 0 {
-		row["external_ids"] = strMap(s.ExternalIDs)
+		row["external_ids"] = wire.Map(s.ExternalIDs)
 	}
 	if s.McastSnoopingEnable != nil {
 		row["mcast_snooping_enable"] = *s.McastSnoopingEnable
@@ -151,17 +151,17 @@ func newBridgeOps(root string, s BridgeSpec, seq int) []wire.Operation {
 		{Op: wire.OpInsert, Table: "Interface", UUIDName: ifRef,
 			Row: wire.Row{"name": s.Name, "type": "internal"}},
 		{Op: wire.OpInsert, Table: "Port", UUIDName: portRef,
-			Row: wire.Row{"name": s.Name, "interfaces": uuidSet(ifRef)}},
+			Row: wire.Row{"name": s.Name, "interfaces": namedRefs(ifRef)}},
 	}
 	ctlOps, ctlRefs := s.controllerOps(seq)
 	ops = append(ops, ctlOps...)
 	if len(ctlRefs) > 0 {
-		row["controller"] = uuidSet(ctlRefs...)
+		row["controller"] = namedRefs(ctlRefs...)
 	}
 	ops = append(ops,
 		wire.Operation{Op: wire.OpInsert, Table: "Bridge", UUIDName: brRef, Row: row},
 		mutateOp("Open_vSwitch", byUUID(root),
-			wire.Mutation{Column: "bridges", Mutator: wire.MutInsert, Value: uuidSet(brRef)}))
+			wire.Mutation{Column: "bridges", Mutator: wire.MutInsert, Value: namedRefs(brRef)}))
 	return ops
 }
 
@@ -209,7 +209,7 @@ func bridgeDiffOps(v *view, b *vswitchd.Bridge, s BridgeSpec, seq int) []wire.Op
 		if !slices.Equal(have, want) || len(have) != len(b.Controller) {
 			ctlOps, refs := s.controllerOps(seq)
 			ops = append(ops, ctlOps...)
-			row["controller"] = uuidSet(refs...)
+			row["controller"] = namedRefs(refs...)
 		} else {
 			for _, u := range b.Controller {
 				ct := v.controllers[u]
@@ -343,7 +343,7 @@ func (c *Client) SetBridgeExternalIDs(ctx context.Context, bridge string, set ma
 		}
 		muts = append(muts,
 			wire.Mutation{Column: "external_ids", Mutator: wire.MutDelete, Value: strSet(keys)},
-			wire.Mutation{Column: "external_ids", Mutator: wire.MutInsert, Value: strMap(set)})
+			wire.Mutation{Column: "external_ids", Mutator: wire.MutInsert, Value: wire.Map(set)})
 	}
 	if len(muts) == 0 {
 		return nil

@@ -202,8 +202,8 @@ func (m *PortMonitor) scan(ctx context.Context) ([]PortEvent, error) {
 		}
 		m.emitted[name] = p
 	}
-	// A read that straddled a transaction or a reconnect can miss rows that
-	// still exist; removals wait for a complete read (the next event brings one).
+	// A read of a cache with holes (a row that did not decode, or no content
+	// yet) can miss rows that still exist; removals wait for a complete read.
 	if complete {
 		for _, name := range slices.Sorted(maps.Keys(m.emitted)) {
 			if _, ok := cur[name]; !ok {

@@ -22,8 +22,6 @@ func byUUID(uuid string) []wire.Condition {
 	return []wire.Condition{{Column: "_uuid", Function: wire.Equal, Value: wire.UUID(uuid)}}
 }
 
-func strMap(m map[string]string) wire.Map { return wire.Map(m) }
-
 func strSet(s []string) wire.Set {
 	g := make(wire.Set, len(s))
 	for i, v := range s {
@@ -32,41 +30,24 @@ func strSet(s []string) wire.Set {
 	return g
 }
 
-// uuidSet refers to rows by UUID, or by the uuid-name of a row inserted
-// earlier in the same transaction.
-func uuidSet(refs ...string) wire.Set {
-	g := make(wire.Set, len(refs))
-	for i, r := range refs {
-		if isUUID(r) {
-			g[i] = wire.UUID(r)
-		} else {
-			g[i] = wire.NamedUUID(r)
-		}
+// namedRefs refers to rows inserted earlier in the same transaction by
+// their uuid-name.
+func namedRefs(names ...string) wire.Set {
+	g := make(wire.Set, len(names))
+	for i, n := range names {
+		g[i] = wire.NamedUUID(n)
 	}
 	return g
 }
 
-// isUUID reports whether s has the 8-4-4-4-12 hex form of a row UUID; the
-// agent's uuid-names ("port3", "iface3") never do.
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
+// uuidRefs refers to existing rows by UUID.
+func uuidRefs(uuids ...string) wire.Set {
+	g := make(wire.Set, len(uuids))
+	for i, u := range uuids {
+		g[i] = wire.UUID(u)
 	}
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case i == 8 || i == 13 || i == 18 || i == 23:
-			if c != '-' {
-				return false
-			}
-		case '0' <= c && c <= '9', 'a' <= c && c <= 'f', 'A' <= c && c <= 'F':
-		default:
-			return false
-		}
-	}
-	return true
+	return g
 }
-
-func emptySet() wire.Set { return wire.Set{} }
 
 // mergeMutations returns the mutations that make column hold every pair of want
 // (other keys are left alone), or nil when cur already does. OVSDB's map insert
@@ -88,7 +69,7 @@ func mergeMutations(column string, cur, want map[string]string) []wire.Mutation 
 	}
 	return []wire.Mutation{
 		{Column: column, Mutator: wire.MutDelete, Value: strSet(changed)},
-		{Column: column, Mutator: wire.MutInsert, Value: strMap(ins)},
+		{Column: column, Mutator: wire.MutInsert, Value: wire.Map(ins)},
 	}
 }
 
@@ -110,17 +91,17 @@ func newPortOps(bridge, name, ifType string, options map[string]string, portOthe
 		irow["type"] = ifType
 	}
 	if len(options) > 0 {
-		irow["options"] = strMap(options)
+		irow["options"] = wire.Map(options)
 	}
-	prow := wire.Row{"name": name, "interfaces": uuidSet(ifRef)}
+	prow := wire.Row{"name": name, "interfaces": namedRefs(ifRef)}
 	if len(portOther) > 0 {
-		prow["other_config"] = strMap(portOther)
+		prow["other_config"] = wire.Map(portOther)
 	}
 	return []wire.Operation{
 		{Op: wire.OpInsert, Table: "Interface", UUIDName: ifRef, Row: irow},
 		{Op: wire.OpInsert, Table: "Port", UUIDName: portRef, Row: prow},
 		mutateOp("Bridge", byName(bridge),
-			wire.Mutation{Column: "ports", Mutator: wire.MutInsert, Value: uuidSet(portRef)}),
+			wire.Mutation{Column: "ports", Mutator: wire.MutInsert, Value: namedRefs(portRef)}),
 	}
 }
 

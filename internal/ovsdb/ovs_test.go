@@ -447,7 +447,7 @@ func BenchmarkMonitorScan1000(b *testing.B) {
 	// Make them VM ports as far as the monitor can tell (keys on the Interface).
 	var ops []wire.Operation
 	for i, n := range names {
-		ops = append(ops, updateOp("Interface", byName(n), wire.Row{"external_ids": strMap(map[string]string{
+		ops = append(ops, updateOp("Interface", byName(n), wire.Row{"external_ids": wire.Map(map[string]string{
 			"iface-id": fmt.Sprint("id-", i), "attached-mac": "fa:16:3e:00:00:01"})}))
 	}
 	if err := c.transact(ctx, "vm keys", ops, true); err != nil {

@@ -199,7 +199,7 @@ func (c *Client) ensurePorts(ctx context.Context, what string, want []wantPort) 
 			row["type"] = w.ifType
 		}
 		if !mapsEqual(ifc.Options, wantOpts) {
-			row["options"] = strMap(wantOpts)
+			row["options"] = wire.Map(wantOpts)
 		}
 		if len(row) > 0 {
 			ops = append(ops, updateOp("Interface", byUUID(ifc.UUID), row))
@@ -277,7 +277,7 @@ func (c *Client) DeletePorts(ctx context.Context, bridge string, names ...string
 		return nil
 	}
 	op := mutateOp("Bridge", byName(bridge),
-		wire.Mutation{Column: "ports", Mutator: wire.MutDelete, Value: uuidSet(uuids...)})
+		wire.Mutation{Column: "ports", Mutator: wire.MutDelete, Value: uuidRefs(uuids...)})
 	return c.transact(ctx, fmt.Sprintf("delete %d ports from %s", len(uuids), bridge), []wire.Operation{op}, false)
 }
 
@@ -405,14 +405,14 @@ func (c *Client) SetPortBindings(ctx context.Context, bindings []PortBinding) (w
 			if live {
 				// Cleared whenever the row is written, as the reference does,
 				// so a cache that lags an earlier vlan_mode=trunk does not matter.
-				row["vlan_mode"] = emptySet()
-				row["trunks"] = emptySet()
+				row["vlan_mode"] = wire.Set{}
+				row["trunks"] = wire.Set{}
 			}
 		}
 		if merged, changed := mergedMap(p.OtherConfig, b.OtherConfig); changed {
 			// old ∪ new, written whole as the reference does; the cache was
 			// synced by readView, and nobody else writes these keys.
-			row["other_config"] = strMap(merged)
+			row["other_config"] = wire.Map(merged)
 		}
 		if len(row) > 0 {
 			ops = append(ops, updateOp("Port", where, row))

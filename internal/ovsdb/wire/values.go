@@ -251,9 +251,6 @@ func uuidAtom(raw json.RawMessage) (string, error) {
 	return tagged[1], nil
 }
 
-// UUIDRef reads a uuid atom.
-func UUIDRef(raw json.RawMessage) (string, error) { return uuidAtom(raw) }
-
 // Strings reads a set of strings.
 func Strings(raw json.RawMessage) ([]string, error) { return setOf(raw, String) }
 
