@@ -327,34 +327,44 @@ func (c *Cache) Fill(ctx context.Context, rtype string, filter Filter, agentRest
 	if p == nil {
 		return fmt.Errorf("cache: no puller for %s", rtype)
 	}
-	// Bound each reply: a bulk_pull of thousands of ports would exceed the message size
-	// limit (a bound port is ~4 KB on the wire). The chunks are of equal size and go out
-	// together, up to FillParallel at a time: the server's RPC worker interleaves them
-	// (its database work overlaps its Python work), which a restart at 1,000 ports waits for.
-	if ids, ok := filter["id"]; ok && len(filter) == 1 && len(ids) > ResyncChunk {
-		n := (len(ids) + ResyncChunk - 1) / ResyncChunk
-		size := (len(ids) + n - 1) / n
-		errs := make([]error, n)
-		sem := make(chan struct{}, FillParallel)
-		var wg sync.WaitGroup
-		for i := 0; i < n; i++ {
-			chunk := Filter{"id": ids[i*size : min((i+1)*size, len(ids))]}
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				errs[i] = c.fillOnce(ctx, p, rtype, chunk, agentRestarted)
-			}()
-		}
-		wg.Wait()
-		return errors.Join(errs...)
+	if ids, ok := filter["id"]; ok && len(filter) == 1 {
+		return inChunks(ids, func(chunk []string) error {
+			return c.fillOnce(ctx, p, rtype, Filter{"id": chunk}, agentRestarted)
+		})
 	}
 	return c.fillOnce(ctx, p, rtype, filter, agentRestarted)
 }
 
-// FillParallel bounds the bulk_pulls of one Fill in flight at once.
-const FillParallel = 3
+// PullParallel bounds the bulk_pulls of one Fill or Resync in flight at once.
+const PullParallel = 3
+
+// inChunks calls pull for ids in equal chunks of at most ResyncChunk: a bulk_pull of
+// thousands of ports would exceed the message size limit (a bound port is ~4 KB on the
+// wire). The chunks go out together, up to PullParallel at a time: the server's RPC
+// worker interleaves them (its database work overlaps its Python work). Every chunk is
+// pulled; the errors are joined.
+func inChunks(ids []string, pull func(chunk []string) error) error {
+	if len(ids) <= ResyncChunk {
+		return pull(ids)
+	}
+	n := (len(ids) + ResyncChunk - 1) / ResyncChunk
+	size := (len(ids) + n - 1) / n
+	errs := make([]error, n)
+	sem := make(chan struct{}, PullParallel)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		chunk := ids[i*size : min((i+1)*size, len(ids))]
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = pull(chunk)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
 
 func describe(f Filter) string {
 	if len(f) == 1 {
@@ -551,7 +561,7 @@ func (q *EventQueue) Drain() []Event {
 	return evs
 }
 
-// ResyncChunk bounds the ids per bulk_pull of Resync.
+// ResyncChunk bounds the ids per bulk_pull of Fill and Resync.
 const ResyncChunk = 500
 
 // Resync re-reads every cached resource from the server, as after a broker outage in
@@ -575,16 +585,19 @@ func (c *Cache) Resync(ctx context.Context, agentRestarted bool) error {
 	}
 	var firstErr error
 	for _, t := range CachedTypes {
-		for start := 0; start < len(ids[t]); start += ResyncChunk {
-			chunk := ids[t][start:min(start+ResyncChunk, len(ids[t]))]
+		if len(ids[t]) == 0 {
+			continue
+		}
+		err := inChunks(ids[t], func(chunk []string) error {
 			rs, err := p.BulkPull(ctx, t, Filter{"id": chunk})
 			if err != nil {
-				if firstErr == nil {
-					firstErr = fmt.Errorf("cache: resync %s: %w", t, err)
-				}
-				break
+				return err
 			}
 			c.applyResync(t, chunk, rs, agentRestarted)
+			return nil
+		})
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("cache: resync %s: %w", t, err)
 		}
 	}
 	return firstErr

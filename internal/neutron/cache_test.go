@@ -408,6 +408,16 @@ func TestCacheFillChunks(t *testing.T) {
 	if err := c.Ensure(context.Background(), TypePort, Filter{"id": ids}, false); err != nil || len(fp.calls) != 3 {
 		t.Fatalf("ensure after fill pulled again: %d %v", len(fp.calls), err)
 	}
+	// Resync re-reads them in the same chunks: three of 334, 334 and 333.
+	if err := c.Resync(context.Background(), false); err != nil || len(fp.calls) != 6 || c.Len(TypePort) != len(ids) {
+		t.Fatalf("resync: %d pulls in all, %d cached, %v", len(fp.calls), c.Len(TypePort), err)
+	}
+	for _, call := range fp.calls {
+		var f Filter
+		if err := json.Unmarshal([]byte(strings.TrimPrefix(call, TypePort+" ")), &f); err != nil || len(f["id"]) > 334 {
+			t.Errorf("pull %.60s...: %d ids (%v), want at most 334", call, len(f["id"]), err)
+		}
+	}
 }
 
 // BenchmarkCacheUpdate measures recording a changed port (revision check, field diff,
