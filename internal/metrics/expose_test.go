@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"regexp"
 	rm "runtime/metrics"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -151,7 +152,7 @@ func TestHistogramBuckets(t *testing.T) {
 		got = append(got, h.counts[i].Load())
 	}
 	// le semantics: a value equal to a bound is in that bound's bucket.
-	if want := []uint64{2, 2, 2, 2}; !equal(got, want) {
+	if want := []uint64{2, 2, 2, 2}; !slices.Equal(got, want) {
 		t.Errorf("buckets = %v, want %v", got, want)
 	}
 	if sum := math.Float64frombits(h.sum.Load()); math.Abs(sum-(1e9+27.2500001)) > 1e-3 {
@@ -170,18 +171,6 @@ h_count{x="a"} 8
 	if out != want {
 		t.Errorf("exposition:\n%s\nwant:\n%s", out, want)
 	}
-}
-
-func equal(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestConcurrentObserve: observations from many goroutines while scraping

@@ -18,6 +18,20 @@ func intern(s string) string {
 	return unique.Make(s).Value()
 }
 
+// internAll replaces each string with its canonical copy.
+func internAll(ps ...*string) {
+	for _, p := range ps {
+		*p = intern(*p)
+	}
+}
+
+// internSlice replaces each element with its canonical copy.
+func internSlice(ss []string) {
+	for i := range ss {
+		ss[i] = intern(ss[i])
+	}
+}
+
 // self returns own when s equals it (one copy within an object), else s.
 func self(s, own string) string {
 	if s == own {
@@ -27,15 +41,8 @@ func self(s, own string) string {
 }
 
 func (p *Port) intern() {
-	p.ProjectID = intern(p.ProjectID)
-	p.NetworkID = intern(p.NetworkID)
-	p.DeviceOwner = intern(p.DeviceOwner)
-	p.Status = intern(p.Status)
-	p.QosPolicyID = intern(p.QosPolicyID)
-	p.QosNetworkPolicyID = intern(p.QosNetworkPolicyID)
-	for i := range p.SecurityGroupIDs {
-		p.SecurityGroupIDs[i] = intern(p.SecurityGroupIDs[i])
-	}
+	internAll(&p.ProjectID, &p.NetworkID, &p.DeviceOwner, &p.Status, &p.QosPolicyID, &p.QosNetworkPolicyID)
+	internSlice(p.SecurityGroupIDs)
 	for i := range p.AllowedAddressPairs {
 		p.AllowedAddressPairs[i].PortID = self(p.AllowedAddressPairs[i].PortID, p.ID)
 	}
@@ -43,18 +50,13 @@ func (p *Port) intern() {
 		for i := range bs {
 			b := &bs[i]
 			b.PortID = self(b.PortID, p.ID)
-			b.Host = intern(b.Host)
-			b.VIFType = intern(b.VIFType)
-			b.VNICType = intern(b.VNICType)
-			b.Status = intern(b.Status)
+			internAll(&b.Host, &b.VIFType, &b.VNICType, &b.Status)
 		}
 	}
 	for i := range p.BindingLevels {
 		l := &p.BindingLevels[i]
 		l.PortID = self(l.PortID, p.ID)
-		l.Host = intern(l.Host)
-		l.Driver = intern(l.Driver)
-		l.SegmentID = intern(l.SegmentID)
+		internAll(&l.Host, &l.Driver, &l.SegmentID)
 		if l.Segment != nil {
 			l.Segment.intern()
 		}
@@ -62,8 +64,7 @@ func (p *Port) intern() {
 	for i := range p.FixedIPs {
 		f := &p.FixedIPs[i]
 		f.PortID = self(f.PortID, p.ID)
-		f.SubnetID = intern(f.SubnetID)
-		f.NetworkID = intern(f.NetworkID)
+		internAll(&f.SubnetID, &f.NetworkID)
 	}
 	if p.Security != nil {
 		p.Security.ID = self(p.Security.ID, p.ID)
@@ -72,22 +73,11 @@ func (p *Port) intern() {
 
 // intern: a segment is repeated in every port bound to it.
 func (s *NetworkSegment) intern() {
-	s.ID = intern(s.ID)
-	s.NetworkID = intern(s.NetworkID)
-	s.Name = intern(s.Name)
-	s.NetworkType = intern(s.NetworkType)
-	s.PhysicalNetwork = intern(s.PhysicalNetwork)
-	for i := range s.Hosts {
-		s.Hosts[i] = intern(s.Hosts[i])
-	}
+	internAll(&s.ID, &s.NetworkID, &s.Name, &s.NetworkType, &s.PhysicalNetwork)
+	internSlice(s.Hosts)
 }
 
 func (r *SecurityGroupRule) intern() {
-	r.ProjectID = intern(r.ProjectID)
-	r.SecurityGroupID = intern(r.SecurityGroupID)
-	r.RemoteGroupID = intern(r.RemoteGroupID)
-	r.Direction = intern(r.Direction)
-	r.Ethertype = intern(r.Ethertype)
+	internAll(&r.ProjectID, &r.SecurityGroupID, &r.RemoteGroupID, &r.Direction, &r.Ethertype, &r.RemoteAddressGroupID)
 	r.Protocol = FlexString(intern(string(r.Protocol)))
-	r.RemoteAddressGroupID = intern(r.RemoteAddressGroupID)
 }
