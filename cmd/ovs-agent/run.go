@@ -85,11 +85,6 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	of := agent.NewOFBridges(log)
 	defer of.Close()
-	for _, br := range layout.Bridges() {
-		if err := of.Add(ctx, br, oc.MgmtSocket(br)); err != nil {
-			return err
-		}
-	}
 
 	reporter := &neutron.Reporter{Client: client, Interval: cfg.Agent.ReportInterval}
 	opt := agentOptions(cfg)
@@ -106,6 +101,20 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		// counted in ovsagent_malformed_messages_total; no hook here, or it counts twice.
 		L2Population: cfg.Agent.L2Population}).Serve(rpc); err != nil {
 		return fmt.Errorf("consumers: %w", err)
+	}
+	// The server loads the ports already plugged while the OpenFlow
+	// connections read back the earlier run's flows (see Prefetch).
+	if vms, err := oc.VMPorts(ctx, layout.Integration); err == nil {
+		ids := make([]string, 0, len(vms))
+		for _, vm := range vms {
+			ids = append(ids, vm.IfaceID)
+		}
+		srv.Prefetch(ctx, ids)
+	}
+	for _, br := range layout.Bridges() {
+		if err := of.Add(ctx, br, oc.MgmtSocket(br)); err != nil {
+			return err
+		}
 	}
 
 	if cfg.Agent.ReportInterval > 0 {

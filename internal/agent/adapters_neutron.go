@@ -21,6 +21,47 @@ type NeutronServer struct {
 
 	warmMu  sync.Mutex
 	warming map[string]bool // security groups fetched or being fetched by WarmFromEvent
+
+	prefetchMu sync.Mutex
+	prefetch   chan struct{} // closed when Prefetch's pull has ended
+}
+
+// Prefetch starts loading the ports of ids (the VM ports OVSDB holds at a
+// start) into the cache, the way a cold Devices call would, and returns at
+// once. The agent's first batch asks for them only after the OpenFlow
+// read-back of the earlier run's flows (0.6 s at 1,000 ports in the bench),
+// so the server's pull (1.5-2.5 s there, the remote group's members) runs
+// beside it instead of after it. Devices waits for a prefetch in flight
+// rather than pulling the same ports again; what the prefetch missed or
+// failed to get, Devices pulls. Call it once the consumers listen: an
+// update pushed after the pull must reach the cache.
+func (s *NeutronServer) Prefetch(ctx context.Context, ids []string) {
+	missing := s.uncachedPorts(ids)
+	if len(missing) == 0 {
+		return
+	}
+	done := make(chan struct{})
+	s.prefetchMu.Lock()
+	s.prefetch = done
+	s.prefetchMu.Unlock()
+	go func() {
+		defer close(done)
+		_ = s.refreshPorts(ctx, missing) // errors: Devices pulls what is missing
+	}()
+}
+
+// awaitPrefetch waits for a Prefetch still in flight.
+func (s *NeutronServer) awaitPrefetch(ctx context.Context) {
+	s.prefetchMu.Lock()
+	done := s.prefetch
+	s.prefetchMu.Unlock()
+	if done == nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // WarmFromEvent fetches, off the wiring path, the security groups (rules,
@@ -99,6 +140,7 @@ func (s *NeutronServer) TunnelSync(ctx context.Context, ip, typ string) ([]Tunne
 // Devices implements Cache: one bulk_pull for the ports not cached (all of
 // them when fresh), one for their networks.
 func (s *NeutronServer) Devices(ctx context.Context, ids []string, fresh bool) (map[string]Device, []string, error) {
+	s.awaitPrefetch(ctx)
 	if fresh {
 		if err := s.refreshPorts(ctx, ids); err != nil {
 			return nil, nil, fmt.Errorf("neutron: refresh ports: %w", err)

@@ -238,3 +238,67 @@ func TestRefreshPullsIndependentTypesAtOnce(t *testing.T) {
 		t.Error("the sampled ports' network was not pulled with the groups")
 	}
 }
+
+// gatedPuller holds its first pull of a group's members until release is
+// closed, as a slow server would.
+type gatedPuller struct {
+	*portPuller
+	held    chan struct{} // closed when the member pull is waiting
+	release chan struct{}
+	once    sync.Once
+}
+
+func (g *gatedPuller) BulkPull(ctx context.Context, rtype string, f neutron.Filter) ([]neutron.Resource, error) {
+	if rtype == neutron.TypePort && f["security_group_ids"] != nil {
+		first := false
+		g.once.Do(func() { first = true })
+		if first {
+			close(g.held)
+			<-g.release
+		}
+	}
+	return g.portPuller.BulkPull(ctx, rtype, f)
+}
+
+// A start's prefetch and the first batch's Devices share one pull: Devices
+// asked while the prefetch's member pull is out waits for it instead of
+// loading the same ports again.
+func TestDevicesWaitsForPrefetch(t *testing.T) {
+	pp, ids := selfReferencingGroup(100)
+	g := &gatedPuller{portPuller: pp, held: make(chan struct{}), release: make(chan struct{})}
+	s := &NeutronServer{Cache: neutron.NewCache(neutron.CacheOptions{Puller: g}), Host: "me"}
+	ctx := context.Background()
+	s.Prefetch(ctx, ids)
+	<-g.held
+	type result struct {
+		devs   map[string]Device
+		failed []string
+		err    error
+	}
+	got := make(chan result, 1)
+	go func() {
+		devs, failed, err := s.Devices(ctx, ids, false)
+		got <- result{devs, failed, err}
+	}()
+	select {
+	case r := <-got:
+		t.Fatalf("Devices returned (%d devices, %v) while the prefetch was still out", len(r.devs), r.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(g.release)
+	r := <-got
+	if r.err != nil || len(r.devs) != 100 || len(r.failed) != 0 || r.devs["p00"].PortID != "p00" {
+		t.Fatalf("Devices: %d devices, failed %v, %v", len(r.devs), r.failed, r.err)
+	}
+	// 10 sampled by id, then the group's 100 members, once.
+	if pp.returned != refreshSample+100 {
+		t.Errorf("server returned %d ports for 100, want %d", pp.returned, refreshSample+100)
+	}
+	// Nothing left to prefetch: a second call pulls nothing and Devices
+	// does not wait.
+	before := pp.returned
+	s.Prefetch(ctx, ids)
+	if _, _, err := s.Devices(ctx, ids, false); err != nil || pp.returned != before {
+		t.Errorf("warm prefetch + Devices pulled %d ports (%v)", pp.returned-before, err)
+	}
+}
