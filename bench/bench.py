@@ -423,7 +423,7 @@ def env_check():
             raise BenchError("neutron-server still not answering after setup.sh")
 
 
-def write_configs(heap_profile=False):
+def write_configs(heap_profile=False, debug=False):
     os.makedirs(ETC, exist_ok=True)
     os.makedirs(BASE + "/lock", exist_ok=True)
     os.makedirs(BASE + "/state", exist_ok=True)
@@ -437,6 +437,7 @@ def write_configs(heap_profile=False):
     open(ETC + "/openvswitch_agent.ini", "w").write("""# bench: refenv's openvswitch_agent.ini for host %(host)s on the private OVS
 [DEFAULT]
 host = %(host)s
+debug = %(debug)s
 
 [ovs]
 integration_bridge = br-int
@@ -462,7 +463,7 @@ firewall_driver = openvswitch
 # profiling on (~1.4 MiB of its own), so it is set only with --heap-profile:
 # the RSS figure is that of the configuration operators run.
 debug_pprof = %(pprof)s
-""" % {"host": HOST, "ip": LOCAL_IP, "ovsd": OVSD, "pprof": heap_profile})
+""" % {"host": HOST, "ip": LOCAL_IP, "ovsd": OVSD, "pprof": heap_profile, "debug": debug})
 
 
 def netns_up():
@@ -1216,6 +1217,8 @@ def main():
     ap.add_argument("--ours-bin", default="")
     ap.add_argument("--heap-profile", action="store_true",
                     help="run ours with debug_pprof and save a heap profile at the largest N (adds ~1.4 MiB to its RSS)")
+    ap.add_argument("--debug-log", action="store_true",
+                    help="debug = True for the agent: a log line per batch and per update_device_list, for diagnosis (not for the table)")
     ap.add_argument("--out", default="")
     ap.add_argument("--cleanup-only", action="store_true")
     ap.add_argument("--keep", action="store_true", help="do not delete ports/netns at the end")
@@ -1240,7 +1243,7 @@ def main():
     try:
         env_check()
         cleanup()
-        write_configs(args.heap_profile)
+        write_configs(args.heap_profile, args.debug_log)
         netns_up()
         net = ensure_network()
         log("network %s %s; results in %s" % (NET_NAME, net, OUT))

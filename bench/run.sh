@@ -6,6 +6,7 @@
 #   bench/run.sh [--agent ours|reference|both] [--ports 20,100,1000] [--samples 20] [--idle 60]
 #                [--max-wait 900] [--no-floor] [--floor-max N] [--no-restart] [--keep]
 #                [--ours-bin PATH]   (default: go build ./cmd/ovs-agent right before its phase)
+#                [--heap-profile] [--debug-log]   (diagnosis: heap profile, debug log)
 #   bench/run.sh --cleanup-only      remove everything a previous (interrupted) run left behind
 #
 # Prints a markdown table; raw output goes to bench/results/<UTC date-time>/.
