@@ -19,11 +19,7 @@ import threading
 import time
 import urllib.request
 
-from neutron.common import config as common_config
-from neutron.conf import service as service_conf
-from neutron_lib import context as n_ctx
-from neutron_lib import rpc as n_rpc
-import oslo_messaging
+from neutron_rpc import plugin_client
 
 API = "http://127.0.0.1:9696/v2.0"
 CREATE_CHUNK = 50
@@ -69,12 +65,7 @@ def delete_ports(ids, project, workers=4):
 def main():
     net, host, n, chunk = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     project = sys.argv[5] if len(sys.argv) > 5 else "demo"
-    service_conf.register_service_opts(service_conf.RPC_EXTRA_OPTS)
-    common_config.register_common_config_options()
-    common_config.init(["--config-file", "/etc/neutron/refenv/neutron.conf"])
-    ctx = n_ctx.get_admin_context()
-    rpc = n_rpc.get_client(oslo_messaging.Target(topic="q-plugin", version="1.0")).prepare(
-        version="1.9", timeout=300)
+    ctx, rpc = plugin_client("1.9")
     tag = "floor-%d" % int(time.time() * 1000)
     ids = create_ports(net, host, n, tag, project)
     time.sleep(2)

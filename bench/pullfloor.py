@@ -15,11 +15,7 @@ The client's own decoding (Python) is included; ours decodes the same reply in a
 import sys
 import time
 
-from neutron.common import config as common_config
-from neutron.conf import service as service_conf
-from neutron_lib import context as n_ctx
-from neutron_lib import rpc as n_rpc
-import oslo_messaging
+from neutron_rpc import plugin_client
 
 CHUNK = 500
 
@@ -28,12 +24,7 @@ def main():
     sg, ids_file = sys.argv[1], sys.argv[2]
     repeat = int(sys.argv[3]) if len(sys.argv) > 3 else 3
     ids = [l.strip() for l in open(ids_file) if l.strip()]
-    service_conf.register_service_opts(service_conf.RPC_EXTRA_OPTS)
-    common_config.register_common_config_options()
-    common_config.init(["--config-file", "/etc/neutron/refenv/neutron.conf"])
-    ctx = n_ctx.get_admin_context()
-    rpc = n_rpc.get_client(oslo_messaging.Target(topic="q-plugin", version="1.0")).prepare(
-        version="1.1", timeout=300)
+    ctx, rpc = plugin_client("1.1")
 
     def pull(filters):
         return rpc.call(ctx, "bulk_pull", resource_type="Port", version="1.7", filter_kwargs=filters)
