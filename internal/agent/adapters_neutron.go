@@ -31,7 +31,10 @@ type NeutronServer struct {
 // once. The agent's first batch asks for them only after the OpenFlow
 // read-back of the earlier run's flows (0.6 s at 1,000 ports in the bench),
 // so the server's pull (1.5-2.5 s there, the remote group's members) runs
-// beside it instead of after it. Devices waits for a prefetch in flight
+// beside it instead of after it. On the bench's 2 cores the two compete
+// (ovs-vswitchd dumping flows, the server loading ports) and the restart
+// gained ~0.1 s; with cores to spare, up to the read-back's time. Devices
+// waits for a prefetch in flight
 // rather than pulling the same ports again; what the prefetch missed or
 // failed to get, Devices pulls. Call it once the consumers listen: an
 // update pushed after the pull must reach the cache.
