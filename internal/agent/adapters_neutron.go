@@ -27,29 +27,23 @@ type NeutronServer struct {
 }
 
 // Prefetch starts loading the ports of ids (the VM ports OVSDB holds at a
-// start) into the cache, the way a cold Devices call would, and returns at
-// once. The agent's first batch asks for them only after the OpenFlow
-// read-back of the earlier run's flows (0.6 s at 1,000 ports in the bench),
-// so the server's pull (1.5-2.5 s there, the remote group's members) runs
-// beside it instead of after it. On the bench's 2 cores the two compete
-// (ovs-vswitchd dumping flows, the server loading ports) and the restart
-// gained ~0.1 s; with cores to spare, up to the read-back's time. Devices
-// waits for a prefetch in flight
-// rather than pulling the same ports again; what the prefetch missed or
-// failed to get, Devices pulls. Call it once the consumers listen: an
-// update pushed after the pull must reach the cache.
+// start) into the cache, as Devices would, and returns at once. The agent's
+// first batch asks for them only after the OpenFlow read-back of the earlier
+// run's flows (0.6 s at 1,000 ports in the bench), so the server's pull
+// (1.5-2.5 s there, the remote group's members) runs beside it instead of
+// after it. On the bench's 2 cores the two compete (ovs-vswitchd dumping
+// flows, the server loading ports) and the restart gained ~0.1 s; with cores
+// to spare, up to the read-back's time. Devices waits for a prefetch in
+// flight rather than pulling the same ports again. Call it once the
+// consumers listen: an update pushed after the pull must reach the cache.
 func (s *NeutronServer) Prefetch(ctx context.Context, ids []string) {
-	missing := s.uncachedPorts(ids)
-	if len(missing) == 0 {
-		return
-	}
 	done := make(chan struct{})
 	s.prefetchMu.Lock()
 	s.prefetch = done
 	s.prefetchMu.Unlock()
 	go func() {
 		defer close(done)
-		_ = s.refreshPorts(ctx, missing) // errors: Devices pulls what is missing
+		s.loadUncached(ctx, ids)
 	}()
 }
 
@@ -148,15 +142,8 @@ func (s *NeutronServer) Devices(ctx context.Context, ids []string, fresh bool) (
 		if err := s.refreshPorts(ctx, ids); err != nil {
 			return nil, nil, fmt.Errorf("neutron: refresh ports: %w", err)
 		}
-	} else if missing := s.uncachedPorts(ids); len(missing) > refreshSample {
-		// A cold cache (the agent's start, or a burst of new ports): the
-		// same order as a refresh, so that ports that are also members of
-		// a remote group are loaded by the server once, not by id and then
-		// again by group (at a restart with 1,000 ports: three pulls of
-		// 334 by id, ~2 s, then the same 1,000 as the group's members).
-		// What this misses (a failed pull included), DevicesDetails pulls
-		// below, and reports if it fails too.
-		_ = s.refreshPorts(ctx, missing)
+	} else {
+		s.loadUncached(ctx, ids)
 	}
 	// Fills we ask for are flagged agentRestarted: their cache events are
 	// the answer to this call, not news (see NotifyFromCache).
@@ -171,6 +158,20 @@ func (s *NeutronServer) Devices(ctx context.Context, ids []string, fresh bool) (
 // refreshSample is how many ports refreshPorts pulls first to learn their
 // security groups.
 const refreshSample = 10
+
+// loadUncached loads the ports of ids the cache does not hold. A cold cache
+// (the agent's start, or a burst of new ports) is loaded in the order of a
+// refresh, so that ports that are also members of a remote group are loaded
+// by the server once, not by id and then again by group (at a restart with
+// 1,000 ports: three pulls of 334 by id, ~2 s, then the same 1,000 as the
+// group's members). refreshSample or fewer, and whatever this misses (a
+// failed pull included), DevicesDetails pulls by id, and reports if that
+// fails too.
+func (s *NeutronServer) loadUncached(ctx context.Context, ids []string) {
+	if missing := s.uncachedPorts(ids); len(missing) > refreshSample {
+		_ = s.refreshPorts(ctx, missing)
+	}
+}
 
 // uncachedPorts returns the ids the cache neither holds nor knows deleted.
 func (s *NeutronServer) uncachedPorts(ids []string) []string {

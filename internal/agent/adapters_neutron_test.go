@@ -294,8 +294,7 @@ func TestDevicesWaitsForPrefetch(t *testing.T) {
 	if pp.returned != refreshSample+100 {
 		t.Errorf("server returned %d ports for 100, want %d", pp.returned, refreshSample+100)
 	}
-	// Nothing left to prefetch: a second call pulls nothing and Devices
-	// does not wait.
+	// Nothing left to prefetch: a second prefetch and Devices pull nothing.
 	before := pp.returned
 	s.Prefetch(ctx, ids)
 	if _, _, err := s.Devices(ctx, ids, false); err != nil || pp.returned != before {
