@@ -249,14 +249,16 @@ func agentConfigurations(cfg *config.Config, sys ovsdb.SystemInfo, devices int) 
 		TunnelTypes:                                       cfg.Agent.TunnelTypes,
 		L2Population:                                      cfg.Agent.L2Population,
 		ARPResponderEnabled:                               cfg.Agent.ARPResponder && cfg.Agent.L2Population,
-		EnableDistributedRouting:                          cfg.Agent.EnableDistributedRouting,
-		LogAgentHeartbeats:                                cfg.Agent.LogAgentHeartbeats,
-		Extensions:                                        cfg.Agent.Extensions,
-		DatapathType:                                      cfg.OVS.DatapathType,
-		OVSCapabilities:                                   neutron.OVSCapabilities{DatapathTypes: sys.DatapathTypes, IfaceTypes: sys.IfaceTypes},
-		VhostuserSocketDir:                                cfg.OVS.VhostuserSocketDir,
-		OVSHybridPlug:                                     cfg.EffectiveFirewall() == config.FirewallIptablesHybrid,
-		Devices:                                           devices,
+		// DVR and agent extensions are refused at load (internal/config
+		// options.go): never advertised, whatever the files say.
+		EnableDistributedRouting: false,
+		LogAgentHeartbeats:       cfg.Agent.LogAgentHeartbeats,
+		Extensions:               nil,
+		DatapathType:             cfg.OVS.DatapathType,
+		OVSCapabilities:          neutron.OVSCapabilities{DatapathTypes: sys.DatapathTypes, IfaceTypes: sys.IfaceTypes},
+		VhostuserSocketDir:       cfg.OVS.VhostuserSocketDir,
+		OVSHybridPlug:            cfg.EffectiveFirewall() == config.FirewallIptablesHybrid,
+		Devices:                  devices,
 	}
 	if cfg.TunnelingEnabled() {
 		c.TunnelingIP = cfg.OVS.LocalIP
