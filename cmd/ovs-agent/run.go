@@ -210,11 +210,7 @@ func agentOptions(cfg *config.Config) agent.Options {
 		pc.TunnelTypes = append(pc.TunnelTypes, pipeline.NetworkType(t))
 	}
 	var fc firewall.Config
-	for _, e := range cfg.SecurityGroup.PermittedEthertypes {
-		if v, err := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(e), "0x"), 16, 16); err == nil {
-			fc.PermittedEthertypes = append(fc.PermittedEthertypes, uint16(v))
-		}
-	}
+	fc.PermittedEthertypes = cfg.SecurityGroup.PermittedEthertypes
 	opt := agent.Options{
 		Host: cfg.Default.Host, TunnelTypes: cfg.Agent.TunnelTypes, L2Population: cfg.Agent.L2Population,
 		Pipeline: pc, Firewall: fc, BatchWindow: cfg.OVSAgent.BatchWindow,

@@ -25,6 +25,9 @@ type Config struct {
 
 	// Files lists the configuration files read, in order.
 	Files []string
+	// Warnings are values skipped as the reference skips them (logged at
+	// start and by check-config).
+	Warnings []string
 }
 
 // DefaultOptions is [DEFAULT].
@@ -100,7 +103,11 @@ type SecurityGroupOptions struct {
 	// FirewallDriver is normalised to one of the Firewall* constants; unset is noop.
 	FirewallDriver      string
 	EnableSecurityGroup bool // true
-	PermittedEthertypes []string
+	// PermittedEthertypes holds the entries of permitted_ethertypes that the
+	// reference would use: "0x"-prefixed hexadecimal, each once. Others are
+	// skipped with a warning (Config.Warnings), as the reference does: "800"
+	// must not become 0x0800 and let all IPv4 past the firewall.
+	PermittedEthertypes []uint16
 }
 
 // RabbitOptions is [oslo_messaging_rabbit].

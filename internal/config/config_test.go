@@ -229,8 +229,8 @@ permitted_ethertypes = 0x4008,0x88cc
 	if !reflect.DeepEqual(c.Agent.TunnelTypes, []string{"vxlan", "gre"}) {
 		t.Errorf("tunnel_types = %q", c.Agent.TunnelTypes)
 	}
-	if !reflect.DeepEqual(c.SecurityGroup.PermittedEthertypes, []string{"0x4008", "0x88cc"}) {
-		t.Errorf("permitted_ethertypes = %q", c.SecurityGroup.PermittedEthertypes)
+	if !reflect.DeepEqual(c.SecurityGroup.PermittedEthertypes, []uint16{0x4008, 0x88cc}) {
+		t.Errorf("permitted_ethertypes = %v", c.SecurityGroup.PermittedEthertypes)
 	}
 	raw, err := ReadSources(Files(writeFile(t, t.TempDir(), "x.conf", "[s]\nk = line one\n    line two\n      line three\n")))
 	if err != nil {

@@ -179,3 +179,21 @@ func TestOptionsDoc(t *testing.T) {
 		t.Fatalf("docs/options.md is not the rendering of the option table: run UPDATE_OPTIONS_DOC=1 go test ./internal/config -run TestOptionsDoc")
 	}
 }
+
+// permitted_ethertypes as neutron's parse_permitted_ethertypes: "800"
+// (no 0x) must not become IPv4 (0x0800) and let all IPv4 past the firewall.
+func TestPermittedEthertypesAsReference(t *testing.T) {
+	c := mustLoad(t, base+"[securitygroup]\npermitted_ethertypes = 800,0x88CC,0xzz,0x10000,0x88cc,0X4008,86dd\n")
+	want := []uint16{0x88cc, 0x4008}
+	if fmt.Sprint(c.SecurityGroup.PermittedEthertypes) != fmt.Sprint(want) {
+		t.Errorf("permitted_ethertypes = %#v, want %#v", c.SecurityGroup.PermittedEthertypes, want)
+	}
+	if len(c.Warnings) != 5 {
+		t.Errorf("want 5 warnings (800, 0xzz, 0x10000, repeat, 86dd), got %q", c.Warnings)
+	}
+	for _, w := range c.Warnings {
+		if !strings.Contains(w, "permitted_ethertypes") {
+			t.Errorf("warning %q does not name the option", w)
+		}
+	}
+}

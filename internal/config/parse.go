@@ -232,7 +232,12 @@ func Parse(raw *Raw) (*Config, error) {
 		s.FirewallDriver = name
 	}
 	p.boolean(sg, "enable_security_group", &s.EnableSecurityGroup)
-	p.list(sg, "permitted_ethertypes", &s.PermittedEthertypes)
+	var ets []string
+	if p.list(sg, "permitted_ethertypes", &ets) {
+		var warn []string
+		s.PermittedEthertypes, warn = parseEthertypes(ets)
+		c.Warnings = append(c.Warnings, warn...)
+	}
 
 	r := &c.Rabbit
 	p.seconds(rabbit, "heartbeat_timeout_threshold", &r.HeartbeatTimeoutThreshold, 0)
@@ -320,4 +325,36 @@ func (c *Config) EffectiveFirewall() string {
 		return FirewallNoop
 	}
 	return c.SecurityGroup.FirewallDriver
+}
+
+// parseEthertypes follows neutron's parse_permitted_ethertypes: an entry
+// must start with 0x and be hexadecimal; others are skipped with a warning,
+// and so is a repeat. Values above 0xffff, which the reference would hand
+// to OVS in a flow OVS rejects, are skipped too.
+func parseEthertypes(entries []string) ([]uint16, []string) {
+	var out []uint16
+	var warn []string
+	seen := map[uint64]bool{}
+	for _, e := range entries {
+		if len(e) < 2 || !strings.EqualFold(e[:2], "0x") {
+			warn = append(warn, fmt.Sprintf("securitygroup.permitted_ethertypes: %q is not a hexadecimal number with 0x; skipped", e))
+			continue
+		}
+		v, err := strconv.ParseUint(e[2:], 16, 64)
+		if err != nil {
+			warn = append(warn, fmt.Sprintf("securitygroup.permitted_ethertypes: %q is not a hexadecimal number; skipped", e))
+			continue
+		}
+		if v > 0xffff {
+			warn = append(warn, fmt.Sprintf("securitygroup.permitted_ethertypes: %q is above 0xffff; skipped", e))
+			continue
+		}
+		if seen[v] {
+			warn = append(warn, fmt.Sprintf("securitygroup.permitted_ethertypes: %q is repeated", e))
+			continue
+		}
+		seen[v] = true
+		out = append(out, uint16(v))
+	}
+	return out, warn
 }
