@@ -65,6 +65,12 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return fmt.Errorf("transport_url %s: %w", cfg.Default.Transport.String(), err)
 	}
 	defer closeWithin(tr.Close, 2*time.Second)
+	// SIGTERM: calls still out may end within quitting_rpc_timeout, and no
+	// call waits longer than that (neutron-lib's set_max_timeout).
+	go func() {
+		<-ctx.Done()
+		tr.CapTimeouts(cfg.Agent.QuittingRPCTimeout)
+	}()
 	rpc := neutron.Oslo{T: tr}
 	client := neutron.NewClient(rpc, cfg.Default.Host)
 	client.DeviceListStep = cfg.DeviceListChunk()
@@ -224,6 +230,7 @@ func agentOptions(cfg *config.Config) agent.Options {
 		// After a burst (wiring, a resync), once in sync and idle for 5 s,
 		// return the burst's garbage to the OS (see agent.idleRelease).
 		ReleaseMemoryIdle: 5 * time.Second,
+		QuitGrace:         cfg.Agent.QuittingRPCTimeout,
 	}
 	if cfg.TunnelingEnabled() {
 		opt.LocalIP = cfg.OVS.LocalIP

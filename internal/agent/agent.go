@@ -52,6 +52,11 @@ type Options struct {
 	// after a burst of work, the memory the burst left behind is returned
 	// to the OS (0: never; the Go runtime then keeps it for a while).
 	ReleaseMemoryIdle time.Duration
+	// QuitGrace is how long update_device_list calls in flight when Run's
+	// context ends may still finish ([agent] quitting_rpc_timeout, as the
+	// reference lets its last loop's calls end under that timeout); 0 ends
+	// them with the context.
+	QuitGrace time.Duration
 	// RecordRPC makes the agent record its RPC calls in the metrics; off
 	// when the transport's observer already does.
 	RecordRPC bool
@@ -157,6 +162,7 @@ type Agent struct {
 	refreshNets   map[string]bool                      // tunnelled networks whose FDB must be (re)requested
 	refreshOut    map[string]bool                      // … and whose request is out now
 	reportsOut    map[*reportResult]context.CancelFunc // update_device_list calls out now
+	callBase      context.Context                      // update_device_list calls derive from it (see Options.QuitGrace)
 	abandoned     map[*reportResult]bool               // … of those, cancelled for a resync
 	sgDirty       bool
 	inSync        bool
@@ -253,6 +259,26 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.tunnelSync[t] = &retry{}
 	}
 
+	a.callBase = ctx
+	if a.opt.QuitGrace > 0 {
+		base, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
+		a.callBase = base
+		defer cancelCalls()
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-base.Done():
+				return
+			}
+			t := time.NewTimer(a.opt.QuitGrace)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-base.Done():
+			}
+			cancelCalls()
+		}()
+	}
 	var wg sync.WaitGroup
 	if a.d.Reporter != nil && a.opt.ReportInterval > 0 {
 		wg.Add(1)

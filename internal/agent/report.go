@@ -110,7 +110,11 @@ func (a *Agent) sendReport(ctx context.Context, r *reportResult) {
 	a.inflight++
 	a.d.Metrics.IncUpdateDeviceList()
 	a.log.Debug("agent: update_device_list", "up", r.up, "down", r.down, "refresh_tunnels", r.refresh, "in_flight", a.inflight)
-	callCtx, cancel := context.WithCancel(ctx)
+	base := a.callBase
+	if base == nil {
+		base = ctx
+	}
+	callCtx, cancel := context.WithCancel(base)
 	a.reportsOut[r] = cancel
 	a.wg.Add(1)
 	go func() {
