@@ -406,9 +406,13 @@ func NotifyFromCache(a *Agent, host string, ev neutron.Event) {
 			a.Notify(PortDeleted{PortID: n.PortID})
 		case neutron.NetworkUpdate:
 			a.Notify(NetworkChanged{NetworkID: n.NetworkID})
-		case neutron.BindingActivate, neutron.BindingDeactivate:
+		case neutron.BindingActivate:
 			if n.Host == host {
 				a.Notify(PortChanged{PortID: n.PortID})
+			}
+		case neutron.BindingDeactivate:
+			if n.Host == host {
+				a.Notify(BindingDeactivated{PortID: n.PortID})
 			}
 		case neutron.SecurityGroupsRuleUpdated, neutron.SecurityGroupsMemberUpdated:
 			a.Notify(SecurityGroupChanged{GroupIDs: n.SecurityGroups})

@@ -162,6 +162,7 @@ type Agent struct {
 	refreshNets   map[string]bool                      // tunnelled networks whose FDB must be (re)requested
 	refreshOut    map[string]bool                      // … and whose request is out now
 	reportsOut    map[*reportResult]context.CancelFunc // update_device_list calls out now
+	deactivated   map[string]bool                      // ports whose binding here was deactivated: unplug (deactivate.go)
 	callBase      context.Context                      // update_device_list calls derive from it (see Options.QuitGrace)
 	abandoned     map[*reportResult]bool               // … of those, cancelled for a resync
 	sgDirty       bool

@@ -46,6 +46,7 @@ func (a *Agent) batch(ctx context.Context) {
 	if !a.started {
 		return // the monitor's snapshot has not arrived yet
 	}
+	a.unplugDeactivated(ctx)
 	if a.resync != "" {
 		// Bridges may have been changed behind our back (OVSDB restart).
 		a.setupBridges(ctx)

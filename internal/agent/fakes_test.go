@@ -29,6 +29,7 @@ type fakeSwitch struct {
 	writes     int    // Port rows written
 	failWrites int    // next SetPorts calls that fail
 	events     chan PortEvent
+	deleted    []string // VIF ports removed by DeleteVIFPort
 }
 
 func newFakeSwitch(tunnel bool) *fakeSwitch {
@@ -94,6 +95,18 @@ func (s *fakeSwitch) DeleteTunnelPort(_ context.Context, t TunnelPort) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.tunnels, t.Name)
+	return nil
+}
+
+func (s *fakeSwitch) DeleteVIFPort(_ context.Context, name string) error {
+	s.mu.Lock()
+	v := s.rows[name]
+	delete(s.rows, name)
+	s.deleted = append(s.deleted, name)
+	s.mu.Unlock()
+	if v != nil {
+		go func() { s.events <- PortEvent{Kind: PortRemoved, VIF: *v} }() // the monitor's echo
+	}
 	return nil
 }
 

@@ -127,6 +127,9 @@ type Switch interface {
 	EnsureTunnelPort(ctx context.Context, t TunnelPort) (TunnelPort, error)
 	// DeleteTunnelPort removes a tunnel port from br-tun.
 	DeleteTunnelPort(ctx context.Context, t TunnelPort) error
+	// DeleteVIFPort removes a VIF's Port from br-int (binding_deactivate:
+	// the reference unplugs a port whose binding here was deactivated).
+	DeleteVIFPort(ctx context.Context, name string) error
 	// TunnelPorts lists the tunnel ports on br-tun (adopted at start).
 	TunnelPorts(ctx context.Context) ([]TunnelPort, error)
 	// PortEvents delivers the br-int VIF monitor's events; the first is a

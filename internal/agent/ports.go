@@ -171,6 +171,11 @@ func (a *Agent) onEvent(ev Event) {
 			p.dirty = true
 			p.retryAt = time.Time{}
 		}
+	case BindingDeactivated:
+		if a.deactivated == nil {
+			a.deactivated = map[string]bool{}
+		}
+		a.deactivated[e.PortID] = true
 	case NetworkChanged:
 		for _, p := range a.ports {
 			if p.present && p.dev != nil && p.dev.NetworkID == e.NetworkID {
