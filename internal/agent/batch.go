@@ -438,9 +438,10 @@ func (a *Agent) wirePort(p *portRec) (PortSetting, bool) {
 
 	// Pipeline and firewall state.
 	a.touch(pipeline.OwnerPort(p.id))
-	a.ps.Ports[p.id] = pipelinePort(p, d, key, w)
+	pp := pipelinePort(p, d, key, w)
+	a.ps.Ports[p.id] = pp
 	a.touch(pipeline.OwnerPort(p.id))
-	a.setFirewallPort(p, d, vlan, w)
+	a.setFirewallPort(p, pp, d, vlan, w)
 
 	// What the server must hear.
 	switch w {
