@@ -143,11 +143,27 @@ func (a *Agent) dataplaneComplete() bool {
 
 // wiringComplete: everything but l2pop's FDB is known and computed.
 func (a *Agent) wiringComplete() bool {
+	if !a.wiringSettled() {
+		return false
+	}
+	for _, p := range a.ports {
+		if p.present && p.vif.Ready() && p.needDetails {
+			return false
+		}
+	}
+	return true
+}
+
+// wiringSettled is wiringComplete but for the ports whose details the
+// server keeps refusing (givenUp): they are wired with what is known. The
+// sweep waits for this, so one such port cannot keep the previous run's
+// flows in place.
+func (a *Agent) wiringSettled() bool {
 	if !a.started || !a.bridgesOK || a.ovsRestarted || len(a.tunnelSync) > 0 || a.sgDirty {
 		return false
 	}
 	for _, p := range a.ports {
-		if p.present && p.vif.Ready() && (p.needDetails || p.dirty || !p.tagOK && p.wired != wiredNone) {
+		if p.present && p.vif.Ready() && (p.needDetails && !p.givenUp() || p.dirty || !p.tagOK && p.wired != wiredNone) {
 			return false
 		}
 	}
@@ -194,7 +210,7 @@ func (a *Agent) noPeers() bool {
 // the same bundle as our first flows: a takeover is one atomic bundle per
 // bridge, ours in and every foreign flow out.
 func (a *Agent) sweepReady(br string) bool {
-	if a.sweptBr[br] || !a.wiringComplete() {
+	if a.sweptBr[br] || !a.wiringSettled() {
 		return false
 	}
 	if br == a.layout.Tunnel && len(a.tunnels) > 0 {

@@ -321,6 +321,9 @@ func (a *Agent) fetchDetails(ctx context.Context) {
 	devs, failed, err := a.d.Cache.Devices(ctx, ids, a.fresh)
 	a.observeRPC("get_device_details", time.Since(start), err)
 	got := a.now()
+	// The server answered, and refused these ports: it returned details
+	// for others in this call, or answers other calls.
+	answered := err == nil && (len(devs) > 0 || a.serverAnswers.Load())
 	if err == nil && len(failed) == len(ids) {
 		err = errors.New("no device details")
 	}
@@ -332,6 +335,9 @@ func (a *Agent) fetchDetails(ctx context.Context) {
 			p := a.ports[id]
 			p.failures++
 			p.retryAt = now.Add(a.backoff(p.failures))
+			if answered {
+				a.refuseDetails(p)
+			}
 		}
 		a.log.Warn("agent: device details unavailable; dataplane left as it is, retrying", "ports", len(failed), "err", errString(err))
 		if err != nil {
@@ -357,6 +363,25 @@ func (a *Agent) fetchDetails(ctx context.Context) {
 		p.clock.mark(&p.clock.details, got)
 		p.recheck = fresh
 		p.needDetails = false
+		p.refusals = 0
+		p.dirty = true
+	}
+}
+
+// refuseDetails counts a refusal of p's details. When the port gives up
+// without details from this run, all it has are the previous run's flows,
+// which the sweep is about to delete and which may allow what the security
+// groups no longer do: it is wired dead (dead VLAN, drop) until its details
+// come, fail closed. A port with details from this run keeps its wiring.
+func (a *Agent) refuseDetails(p *portRec) {
+	p.refusals++
+	if p.refusals != detailsGiveUp {
+		return
+	}
+	a.log.Warn("agent: the server keeps refusing a port's details; it no longer holds back the stale flow sweep, still retrying",
+		"port", p.id, "refusals", p.refusals, "dead", p.dev == nil)
+	if p.dev == nil {
+		p.dev = &Device{PortID: p.id} // unbound: wired dead
 		p.dirty = true
 	}
 }
@@ -380,7 +405,7 @@ func (a *Agent) decidePorts() []PortSetting {
 			p.dirty = false
 			continue
 		}
-		if p.needDetails || p.dev == nil || p.retryAt.After(now) {
+		if p.dev == nil || (p.needDetails || p.retryAt.After(now)) && !p.givenUp() {
 			continue
 		}
 		if s, ok := a.wirePort(p); ok {
@@ -439,9 +464,10 @@ func (a *Agent) wirePort(p *portRec) (PortSetting, bool) {
 
 	// Pipeline and firewall state.
 	a.touch(pipeline.OwnerPort(p.id))
-	a.ps.Ports[p.id] = pipelinePort(p, d, key, w)
+	pp := pipelinePort(p, d, key, w)
+	a.ps.Ports[p.id] = pp
 	a.touch(pipeline.OwnerPort(p.id))
-	a.setFirewallPort(p, d, vlan, w)
+	a.setFirewallPort(p, pp, d, vlan, w)
 
 	// What the server must hear.
 	switch w {

@@ -180,6 +180,7 @@ type fakeFlows struct {
 	rereads map[string]int // bridge → Reread calls
 	events  chan DataplaneEvent
 	onApply func(br string) // called by Apply before it changes anything
+	onSweep func(br string) // called by Apply when it sweeps, before it changes anything
 }
 
 type fakeEntry struct {
@@ -200,6 +201,9 @@ func (f *fakeFlows) Apply(_ context.Context, br string, ch FlowChange) error {
 	if f.fail > 0 {
 		f.fail--
 		return errDown
+	}
+	if ch.Sweep && f.onSweep != nil {
+		f.onSweep(br)
 	}
 	f.bundles++
 	t := f.tables[br]
@@ -342,6 +346,9 @@ type fakeServer struct {
 	onUDL         func()             // called by UpdateDeviceList once through the gate
 	onUDLStart    func(refresh bool) // called when an UpdateDeviceList call arrives, before the gate
 	onTunnelSync  func()             // called when a TunnelSync call arrives, before the lock (set before the agent starts)
+	refuse        map[string]bool    // ports whose details Devices fails (the server answering)
+	refused       map[string]int     // … how often it did, per port
+	downAsFailed  bool               // when down, Devices fails every port without an error, as the cache does when its pulls fail
 }
 
 // outNow returns the calls in the server now and the most at once since
@@ -477,16 +484,43 @@ func (s *fakeServer) Devices(_ context.Context, ids []string, _ bool) (map[strin
 	if s.onDevices != nil {
 		s.onDevices()
 	}
+	if s.down && s.downAsFailed {
+		return map[string]Device{}, append([]string(nil), ids...), nil
+	}
 	if s.down {
 		return nil, nil, errDown
 	}
 	out := map[string]Device{}
+	var failed []string
 	for _, id := range ids {
+		if s.refuse[id] {
+			if s.refused == nil {
+				s.refused = map[string]int{}
+			}
+			s.refused[id]++
+			failed = append(failed, id)
+			continue
+		}
 		if d, ok := s.devices[id]; ok {
 			out[id] = d
 		}
 	}
-	return out, nil, nil
+	return out, failed, nil
+}
+
+func (s *fakeServer) setRefuse(id string, v bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refuse == nil {
+		s.refuse = map[string]bool{}
+	}
+	s.refuse[id] = v
+}
+
+func (s *fakeServer) refusedCount(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused[id]
 }
 
 func (s *fakeServer) SecurityGroups(_ context.Context, ids []string) (map[string]firewall.SecurityGroup, map[string][]firewall.Member, error) {

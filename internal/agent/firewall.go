@@ -14,8 +14,10 @@ import (
 )
 
 // setFirewallPort records the port as the firewall must see it (only with
-// the OVS firewall; dead and admin-down ports are not filtered).
-func (a *Agent) setFirewallPort(p *portRec, d *Device, vlan uint16, w wiring) {
+// the OVS firewall; dead and admin-down ports are not filtered). Whether it
+// is filtered at all is pp's decision (pipeline.Port.Filtered): a trusted
+// network:* port is passed through here exactly as table 60 passes it.
+func (a *Agent) setFirewallPort(p *portRec, pp *pipeline.Port, d *Device, vlan uint16, w wiring) {
 	if !a.ps.Config.OVSFirewall() {
 		return
 	}
@@ -27,12 +29,13 @@ func (a *Agent) setFirewallPort(p *portRec, d *Device, vlan uint16, w wiring) {
 	if mac == nil {
 		mac, _ = net.ParseMAC(p.vif.MAC)
 	}
-	fp := firewall.Port{
-		ID: p.id, OFPort: uint32(p.vif.OFPort), VLAN: vlan, MAC: mac,
-		PortSecurity:     d.PortSecurity,
-		SecurityGroupIDs: slices.Clone(d.SecurityGroups),
+	fp := firewall.Port{ID: p.id, OFPort: uint32(p.vif.OFPort), VLAN: vlan, MAC: mac, PortSecurity: pp.Filtered()}
+	if fp.PortSecurity {
+		// An unfiltered port's groups are not fetched (the reference's
+		// server leaves trusted ports out of security group info).
+		fp.SecurityGroupIDs = slices.Clone(d.SecurityGroups)
+		sort.Strings(fp.SecurityGroupIDs)
 	}
-	sort.Strings(fp.SecurityGroupIDs)
 	for _, ip := range d.FixedIPs {
 		if ad, err := netip.ParseAddr(ip.IP); err == nil {
 			fp.FixedIPs = append(fp.FixedIPs, ad)

@@ -123,7 +123,8 @@ type Port struct {
 	FixedIPs []netip.Addr
 	// AllowedAddressPairs from the Port OVO.
 	AllowedAddressPairs []AddressPair
-	// PortSecurity false (or a trusted network:* port) gives a pass-through port.
+	// PortSecurity false gives a pass-through port. The agent sets it from
+	// pipeline.Port.Filtered, false for trusted network:* ports too.
 	PortSecurity     bool
 	SecurityGroupIDs []string
 	// EgressDirectPatch is the ofport accepted egress unicast leaves by when

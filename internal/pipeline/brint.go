@@ -106,7 +106,7 @@ func intPortFlows(s *State, p *Port) []of.Flow {
 	var fs []of.Flow
 	if s.Config.OVSFirewall() {
 		fs = firewallEntryFlows(s, p, n)
-	} else if !p.trusted() && p.PortSecurity {
+	} else if p.Filtered() {
 		fs = antiSpoofFlows(p)
 	}
 	if s.Config.egressDirect() {
@@ -128,7 +128,7 @@ func firewallEntryFlows(s *State, p *Port, n *Network) []of.Flow {
 	egress := func(next Table) of.Flow {
 		return flow(IntTransient, 100, of.Match{of.InPort(p.Ofport)}, append(cloneActs(regs), resubmit(next))...)
 	}
-	if p.trusted() || !p.PortSecurity {
+	if !p.Filtered() {
 		return []of.Flow{egress(IntAcceptOrIngress)}
 	}
 	fs := []of.Flow{egress(IntBaseEgress)}
@@ -161,7 +161,7 @@ func winsAAPMAC(s *State, p *Port, mac net.HardwareAddr) bool {
 		if o == p || o.Net != p.Net || o.Ofport == 0 || portNetwork(s, o) == nil {
 			continue
 		}
-		if !o.trusted() && o.PortSecurity {
+		if o.Filtered() {
 			for j, m := range o.allowedMACs() {
 				if !macEqual(m, mac) {
 					continue

@@ -162,9 +162,20 @@ type AddressPair struct {
 	IP  netip.Prefix
 }
 
-// trusted reports whether the port belongs to Neutron itself (DHCP, router),
-// which get no anti-spoofing and no port filter.
-func (p *Port) trusted() bool { return strings.HasPrefix(p.DeviceOwner, "network:") }
+// Filtered reports whether the port's own traffic is filtered: anti-spoofing,
+// and with the OVS firewall its security groups. It is the one decision for
+// the pipeline and the firewall (internal/agent hands it to the firewall as
+// firewall.Port.PortSecurity), so table 60 and tables 71-94 cannot disagree.
+//
+// Ports without port security are not filtered, nor are the ports Neutron
+// owns itself (device_owner network:*: DHCP, router interfaces), which the
+// reference trusts: neutron-lib's is_port_trusted keeps them out of the
+// server's security group info, so the OVS firewall driver only passes them
+// through (process_trusted_ports), and the agent gives them no ARP
+// protection.
+func (p *Port) Filtered() bool {
+	return p.PortSecurity && !strings.HasPrefix(p.DeviceOwner, "network:")
+}
 
 // allowedMACs is the port MAC followed by the distinct AAP MACs, in input order.
 func (p *Port) allowedMACs() []net.HardwareAddr {
