@@ -159,4 +159,3 @@ func TestTraceLegacyIPv6ICMP(t *testing.T) {
 		{name: "packet too big (no rule)", pkt: in + "icmp6,ipv6_src=2001:db8::9,ipv6_dst=2001:db8::5,icmpv6_type=2,icmpv6_code=0", ct: []string{"trk,new"}},
 	})
 }
-

@@ -130,7 +130,11 @@ func Problems(st *State) []Problem {
 				if d == "" {
 					d = "no address"
 				}
-				out = append(out, Problem{Kind: "address-pair", Owner: pid, ID: ap.IP.String(), Reason: ReasonAddress, Detail: d})
+				id := d
+				if ap.IP.IsValid() {
+					id = ap.IP.String()
+				}
+				out = append(out, Problem{Kind: "address-pair", Owner: pid, ID: id, Reason: ReasonAddress, Detail: d})
 			}
 		}
 		for _, v := range p.Invalid {
