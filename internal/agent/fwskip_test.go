@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -72,5 +73,37 @@ func TestFirewallSkipsAreCountedOnce(t *testing.T) {
 	h.waitFor("skip counted", func() bool { return strings.Contains(string(h.m.AppendText(nil)), want) })
 	if txt := string(h.m.AppendText(nil)); !strings.Contains(txt, want) {
 		t.Errorf("metrics lack %s", want)
+	}
+}
+
+// A segmentation id outside its type's range leaves the port dead, counted
+// and logged, instead of wiring it into the network whose id the truncated
+// value names (VLAN 4196 was VLAN 100, VNI 2^24+100 was VNI 100).
+func TestOutOfRangeSegmentLeavesPortDead(t *testing.T) {
+	for _, c := range []struct {
+		typ   string
+		seg   int
+		alias string
+	}{{"vlan", 4196, "dl_vlan=100"}, {"vxlan", 1<<24 + 100, "tun_id=0x64"}, {"vlan", 1<<32 + 100, "dl_vlan=100"}} {
+		t.Run(fmt.Sprintf("%s-%d", c.typ, c.seg), func(t *testing.T) {
+			sw, fl, srv := newFakeSwitch(true), newFakeFlows(), newFakeServer()
+			srv.addPort("p1", "net-a", c.typ, c.seg, "fa:16:3e:00:00:01")
+			h := start(t, sw, fl, srv, testOpts(false))
+			sw.snapshot()
+			sw.plug("p1", "tap1", "fa:16:3e:00:00:01")
+			want := `ovsagent_malformed_messages_total{reason="segmentation-id",topic="port-details"} 1`
+			h.waitFor("bad segment counted", func() bool { return strings.Contains(string(h.m.AppendText(nil)), want) })
+			h.waitFor("port flows computed", func() bool { return fl.owners("br-int")["port:p1"] > 0 })
+			for _, br := range []string{"br-int", "br-tun", "br-phys"} {
+				for _, l := range fl.dump(br) {
+					if strings.Contains(l, c.alias) || strings.Contains(l, "set_field:4196") {
+						t.Errorf("%s: flow of the truncated segment: %s", br, l)
+					}
+				}
+			}
+			if tag := sw.tag("tap1"); tag != DeadVLAN {
+				t.Errorf("tap1 tag %d, want the dead VLAN", tag)
+			}
+		})
 	}
 }
