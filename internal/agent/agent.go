@@ -129,6 +129,9 @@ type Agent struct {
 	conj      firewall.ConjIDs
 	fwPorts   map[string]firewall.Port // desired firewall ports (a.fw is what flows were computed from)
 	fwChanged bool
+	// fwProblems: what the firewall skips in the current state, logged and
+	// counted once (reportFirewallProblems).
+	fwProblems map[string]bool
 	// installedFW holds the firewall-table flows found at start, to recover
 	// the conjunction ids they use (no rewrite of every remote-group flow).
 	installedFW []openflow.Flow

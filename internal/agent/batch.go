@@ -3,7 +3,9 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"sort"
@@ -416,10 +418,24 @@ func (a *Agent) decidePorts() []PortSetting {
 }
 
 func netKeyOf(d *Device) pipeline.NetKey {
-	if d.SegmentationID != nil && *d.SegmentationID >= 0 {
+	if d.SegmentationID != nil && *d.SegmentationID >= 0 && *d.SegmentationID <= math.MaxUint32 {
 		return pipeline.Seg(d.NetworkID, uint32(*d.SegmentationID))
 	}
 	return pipeline.NoSeg(d.NetworkID)
+}
+
+// badSegment says why the port's segmentation id cannot be wired ("" when
+// it can): truncated into a VLAN id or VNI it would join another network.
+func badSegment(d *Device) string {
+	typ := pipeline.NetworkType(d.NetworkType)
+	if d.SegmentationID == nil || typ == pipeline.TypeFlat || typ == pipeline.TypeLocal {
+		return ""
+	}
+	seg := *d.SegmentationID
+	if seg < 0 || seg > math.MaxUint32 || !typ.ValidSegment(uint32(seg)) {
+		return fmt.Sprintf("segmentation id %d out of range for %s", seg, d.NetworkType)
+	}
+	return ""
 }
 
 // wirePort computes the port's wiring; it returns the Port row write when
@@ -437,6 +453,15 @@ func (a *Agent) wirePort(p *portRec) (PortSetting, bool) {
 	}
 	var key pipeline.NetKey
 	vlan := uint16(DeadVLAN)
+	if w == wiredUp {
+		if why := badSegment(d); why != "" {
+			if p.wired != wiredDead {
+				a.d.Metrics.IncMalformed("port-details", "segmentation-id")
+				a.log.Warn("agent: port left dead", "port", p.id, "network", d.NetworkID, "err", why)
+			}
+			w = wiredDead
+		}
+	}
 	if w == wiredUp {
 		key = netKeyOf(d)
 		v, err := a.vlans.Allocate(key)

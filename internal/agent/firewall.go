@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
@@ -39,11 +40,14 @@ func (a *Agent) setFirewallPort(p *portRec, pp *pipeline.Port, d *Device, vlan u
 	for _, ip := range d.FixedIPs {
 		if ad, err := netip.ParseAddr(ip.IP); err == nil {
 			fp.FixedIPs = append(fp.FixedIPs, ad)
+		} else {
+			fp.Invalid = append(fp.Invalid, fmt.Sprintf("fixed ip %q", ip.IP))
 		}
 	}
 	for _, ap := range d.AllowedPairs {
 		pfx, ok := parsePrefix(ap.IP)
 		if !ok {
+			fp.AllowedAddressPairs = append(fp.AllowedAddressPairs, firewall.AddressPair{Invalid: fmt.Sprintf("allowed address pair %q", ap.IP)})
 			continue
 		}
 		var m net.HardwareAddr
@@ -116,6 +120,7 @@ func (a *Agent) updateFirewall(ctx context.Context) {
 		a.conj = firewall.RecoverConjIDs(a.installedFW, next)
 		a.installedFW = nil
 	}
+	a.reportFirewallProblems(next)
 	ids, changed := firewall.Update(a.fw, next, a.conj)
 	for _, o := range changed {
 		a.dirtyOwner[o] = true
@@ -150,4 +155,26 @@ func (a *Agent) takeInstalledFirewall() {
 	if len(fw) > 0 {
 		a.installedFW = fw
 	}
+}
+
+// reportFirewallProblems logs and counts what the firewall skips in st (a
+// rule, member, address pair or port value it cannot represent), each once
+// while it lasts: the state is rebuilt on every change, the problem is not
+// new each time.
+func (a *Agent) reportFirewallProblems(st *firewall.State) {
+	probs := firewall.Problems(st)
+	if len(probs) == 0 && len(a.fwProblems) == 0 {
+		return
+	}
+	seen := make(map[string]bool, len(probs))
+	for _, p := range probs {
+		k := p.Kind + "\x00" + p.Owner + "\x00" + p.ID + "\x00" + p.Detail
+		seen[k] = true
+		if a.fwProblems[k] {
+			continue
+		}
+		a.d.Metrics.IncFirewallSkipped(p.Kind, p.Reason)
+		a.log.Warn("agent: firewall skips a value it cannot represent", "kind", p.Kind, "owner", p.Owner, "id", p.ID, "reason", p.Reason, "detail", p.Detail)
+	}
+	a.fwProblems = seen
 }

@@ -31,6 +31,7 @@ type Metrics struct {
 	resyncs        *vec[counter]
 	loopDuration   *histogram
 	malformed      *vec[counter]
+	fwSkipped      *vec[counter]
 	inSyncGauge    *gauge
 	updateDevCalls *counter
 
@@ -102,6 +103,8 @@ func New() *Metrics {
 	m.loopDuration = histOne("ovsagent_loop_duration_seconds", "Duration of one batch of the agent loop.")
 	m.malformed = counterMany("ovsagent_malformed_messages_total",
 		"Messages dropped because they could not be understood, by topic and reason.", "topic", "reason")
+	m.fwSkipped = counterMany("ovsagent_firewall_skipped_total",
+		"Security group rules, remote group / address group members, allowed address pairs and port values the firewall left out because they cannot be represented (translating the rest would allow more), by kind and reason.", "kind", "reason")
 	m.inSyncGauge = gaugeOne("ovsagent_in_sync",
 		"1 when the dataplane matches the agent's state and the server knows every port's status.")
 	m.updateDevCalls = counterOne("ovsagent_update_device_list_calls_total",
@@ -211,6 +214,14 @@ func (m *Metrics) ObserveLoop(d time.Duration) {
 func (m *Metrics) IncMalformed(topic, reason string) {
 	if m != nil {
 		m.malformed.with(topic, reason).inc()
+	}
+}
+
+// IncFirewallSkipped counts a rule, member, address pair or port value the
+// firewall left out.
+func (m *Metrics) IncFirewallSkipped(kind, reason string) {
+	if m != nil {
+		m.fwSkipped.with(kind, reason).inc()
 	}
 }
 

@@ -88,7 +88,7 @@ func portNetwork(s *State, p *Port) *Network {
 		return nil
 	}
 	n := s.Networks[p.Net]
-	if n == nil || n.LocalVLAN == 0 || n.LocalVLAN >= DeadVLAN {
+	if n == nil || n.LocalVLAN == 0 || n.LocalVLAN >= DeadVLAN || !n.segmentOK() {
 		return nil
 	}
 	return n
@@ -212,8 +212,10 @@ func antiSpoofFlows(p *Port) []of.Flow {
 		if !a.IsValid() {
 			continue
 		}
-		if a.Addr().Is4() || a.Addr().Is4In6() {
-			v4 = append(v4, netip.PrefixFrom(a.Addr().Unmap(), min(a.Bits(), 32)).Masked())
+		// An IPv4-mapped IPv6 address is IPv6, as for the reference (netaddr's
+		// version): unmapping it let the port answer ARP for the IPv4 address.
+		if a.Addr().Is4() {
+			v4 = append(v4, a.Masked())
 		} else {
 			v6 = append(v6, a.Masked())
 		}

@@ -22,6 +22,28 @@ const (
 // IsTunnel reports whether t is carried over br-tun.
 func (t NetworkType) IsTunnel() bool { return t == TypeVXLAN || t == TypeGRE || t == TypeGeneve }
 
+// ValidSegment reports whether seg fits the wire field of the network type,
+// within the bounds neutron's type drivers give it: a VLAN id 1..4094 (12
+// bits; 4095 is reserved), a VXLAN or Geneve VNI 1..2^24-1, a GRE key
+// 1..2^32-1. A value outside would be truncated in a match or an action
+// (VLAN 4196 became 100) and carry another network's traffic. Flat and
+// local networks have no segment to check.
+func (t NetworkType) ValidSegment(seg uint32) bool {
+	switch t {
+	case TypeVLAN:
+		return seg >= 1 && seg <= 4094
+	case TypeVXLAN, TypeGeneve:
+		return seg >= 1 && seg < 1<<24
+	case TypeGRE:
+		return seg >= 1
+	}
+	return true
+}
+
+// segmentOK: a network with a segment that does not fit gets no flows, and
+// its ports are treated as dead.
+func (n *Network) segmentOK() bool { return !n.Key.HasSeg || n.Type.ValidSegment(n.Key.SegID) }
+
 // Firewall drivers ([securitygroup] firewall_driver).
 const (
 	FirewallNoop           = "noop"
