@@ -217,6 +217,7 @@ func agentOptions(cfg *config.Config) agent.Options {
 	}
 	var fc firewall.Config
 	fc.PermittedEthertypes = cfg.SecurityGroup.PermittedEthertypes
+	fc.ExplicitlyEgressDirect = cfg.Agent.ExplicitlyEgressDirect
 	opt := agent.Options{
 		Host: cfg.Default.Host, TunnelTypes: cfg.Agent.TunnelTypes, L2Population: cfg.Agent.L2Population,
 		Pipeline: pc, Firewall: fc, BatchWindow: cfg.OVSAgent.BatchWindow,

@@ -159,12 +159,7 @@ var optionTable = func() []OptionInfo {
 		refBool(agent, "drop_flows_on_start", "dropping all flows at start is "+notYet+"; ovs-agent keeps traffic flowing and removes stale flows by cookie"),
 		h(agent, "tunnel_csum", "False"),
 		refBool(agent, "baremetal_smartnic", "smart-NIC baremetal ports are "+notYet),
-		part(agent, "explicitly_egress_direct", "False", "with the openvswitch firewall it is "+notYet, "True", func(v string, all *Raw) bool {
-			fw, _ := all.Lookup("securitygroup", "firewall_driver")
-			sgOn, set := all.Lookup("securitygroup", "enable_security_group")
-			name, _ := normalizeFirewall(fw)
-			return isFalse(v, all) || name != FirewallOpenvswitch || (set && isFalse(sgOn, all))
-		}),
+		h(agent, "explicitly_egress_direct", "False"),
 		h(agent, "dscp", ""),
 		h(agent, "dscp_inherit", "False"),
 		h(agent, "quitting_rpc_timeout", "10"),

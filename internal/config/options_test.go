@@ -100,9 +100,6 @@ func TestRefusedOptionsFailLoad(t *testing.T) {
 		if o.Section == "DEFAULT" {
 			body = fmt.Sprintf("%s%s = %s\n", base, o.Name, o.Refuse)
 		}
-		if o.Name == "explicitly_egress_direct" {
-			body += "[securitygroup]\nfirewall_driver = openvswitch\n"
-		}
 		_, err := load(t, body)
 		var re *RefusedError
 		if !errors.As(err, &re) {
@@ -154,6 +151,7 @@ func TestRefusedExamples(t *testing.T) {
 		"[agent]\nenable_distributed_routing = False\n",
 		"[ovs]\novsdb_connection = unix:/var/run/openvswitch/db.sock\n",
 		"[agent]\nexplicitly_egress_direct = True\n[securitygroup]\nfirewall_driver = noop\n",
+		"[agent]\nexplicitly_egress_direct = True\n[securitygroup]\nfirewall_driver = openvswitch\n",
 		"[oslo_messaging_rabbit]\nrabbit_login_method = PLAIN\nkombu_failover_strategy = round-robin\n",
 	} {
 		if _, err := load(t, base+body); err != nil {
