@@ -20,6 +20,7 @@ import (
 	"github.com/ovsagent/ovsagent/internal/firewall"
 	"github.com/ovsagent/ovsagent/internal/metrics"
 	"github.com/ovsagent/ovsagent/internal/neutron"
+	"github.com/ovsagent/ovsagent/internal/openflow"
 	"github.com/ovsagent/ovsagent/internal/oslo"
 	"github.com/ovsagent/ovsagent/internal/ovsdb"
 	"github.com/ovsagent/ovsagent/internal/pipeline"
@@ -121,6 +122,13 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		if err := of.Add(ctx, br, oc.MgmtSocket(br)); err != nil {
 			return err
 		}
+	}
+	seen := map[string][]openflow.Flow{}
+	for _, br := range layout.Bridges() {
+		seen[br] = of.InstalledIn(br, unrebuiltTables)
+	}
+	if err := checkUnrebuilt(ctx, oc, layout, seen); err != nil {
+		return err
 	}
 
 	if cfg.Agent.ReportInterval > 0 {

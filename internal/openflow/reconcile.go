@@ -529,3 +529,24 @@ func (r *Reconciler) Counts() map[uint8]int {
 	}
 	return c
 }
+
+// InstalledIn returns the installed flows of the tables keep accepts,
+// unsorted: a cheap look at a few tables of a bridge with tens of thousands
+// of flows (the start's check for state ovs-agent cannot rebuild).
+func (r *Reconciler) InstalledIn(keep func(table uint8) bool) []Flow {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Flow
+	for k, s := range r.slots {
+		if !s.installed() || !keep(r.table(k, s)) {
+			continue
+		}
+		switch {
+		case s.held:
+			out = append(out, s.of.flow(int(s.idx)))
+		case s.adopted:
+			out = append(out, *r.adopted[k])
+		}
+	}
+	return out
+}
