@@ -72,6 +72,7 @@ func (a *Agent) batch(ctx context.Context) {
 	a.updateFirewall(ctx)
 	owners := len(a.dirtyOwner)
 	flowsOK, bundleWait := a.applyFlows(ctx)
+	a.retagPorts(ctx)
 	t4 := a.now()
 	if flowsOK {
 		a.markWired(t4, t3.Sub(t2)+bundleWait)
@@ -434,7 +435,11 @@ func (a *Agent) wirePort(p *portRec) (PortSetting, bool) {
 		oc = bindingOtherConfig(d, vlan)
 	}
 	adopted := p.vif.Tag == int(vlan) && ocHas(p.vif.OtherConfig, oc)
-	p.tagOK = adopted
+	tag := vlan
+	if w == wiredUp && a.heldDead(p.id) {
+		tag = DeadVLAN // fail closed until its flows are in (heldDead)
+	}
+	p.tagOK = p.vif.Tag == int(tag) && ocHas(p.vif.OtherConfig, oc)
 
 	// Pipeline and firewall state.
 	a.touch(pipeline.OwnerPort(p.id))
@@ -474,7 +479,7 @@ func (a *Agent) wirePort(p *portRec) (PortSetting, bool) {
 	if p.tagOK {
 		return PortSetting{}, false
 	}
-	return PortSetting{Name: p.vif.Name, Tag: vlan, OtherConfig: oc}, true
+	return PortSetting{Name: p.vif.Name, Tag: tag, OtherConfig: oc}, true
 }
 
 func bindingOtherConfig(d *Device, vlan uint16) map[string]string {

@@ -113,9 +113,9 @@ func TestApplyIsolatesManyOwnersInOneRound(t *testing.T) {
 	}
 }
 
-// TestApplyIsolatesCommitTimeRejection: a flow that fails only when the
-// bundle commits (an unknown group) is found and left out too.
-func TestApplyIsolatesCommitTimeRejection(t *testing.T) {
+// TestApplyIsolatesRejectedAction: a flow whose action the switch refuses
+// (output to a group it does not have) is found and left out too.
+func TestApplyIsolatesRejectedAction(t *testing.T) {
 	o, br, c := testBridge(t, Options{})
 	r := NewReconciler(c, 0x7)
 	bad := portFlows(5, 2)
