@@ -18,8 +18,10 @@ type Switch interface {
 
 // Reconciler keeps one bridge's flows equal to the desired flows, grouped by
 // owner key ("base", "port:<id>", "net:<id>", ...). Each Apply sends one
-// atomic bundle; a rejected bundle leaves both the bridge and the cache as
-// they were, so the caller can simply retry.
+// atomic bundle; a failed bundle leaves both the bridge and the cache as
+// they were, so the caller can simply retry. When the switch rejects flows
+// of some owners, the others are applied without them and Apply returns an
+// OwnersRejectedError naming them (see isolate).
 //
 // Every flow is installed with the reconciler's cookie (its "round").
 // Restart without a gap: Adopt reads what the bridge holds (an earlier
@@ -204,7 +206,9 @@ func (r *Reconciler) forgetInstalled() {
 }
 
 // Apply replaces the desired flows of each owner in changes and makes the
-// bridge match, in one bundle, without touching flows nobody desires.
+// bridge match, in one bundle, without touching flows nobody desires. An
+// *OwnersRejectedError says the switch rejected the named owners' flows and
+// everything else was applied.
 //
 // The reconciler keeps the flows in its own (wire) form: the caller's
 // slices are neither kept nor modified.

@@ -3,6 +3,7 @@ package openflow
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -182,5 +183,46 @@ func TestApplyBisectsAnonymousRejection(t *testing.T) {
 	}
 	if len(sw.held) != 14 || len(r.Installed()) != 14 {
 		t.Fatalf("switch holds %d flows, reconciler %d, want the 14 good owners'", len(sw.held), len(r.Installed()))
+	}
+}
+
+// BenchmarkApplyRejected10k: the first Apply of 1,000 owners (10,000 flows)
+// on a real switch, every flow acceptable ("ok": one bundle) or one owner
+// carrying a flow the switch rejects ("one_rejected": the rejected bundle,
+// then the 999 others). op = one Apply; bundles/op is counted.
+func BenchmarkApplyRejected10k(b *testing.B) {
+	for _, bad := range []int{0, 1, 100} {
+		name := "ok"
+		if bad == 1 {
+			name = "one_rejected"
+		} else if bad > 1 {
+			name = strconv.Itoa(bad) + "_rejected"
+		}
+		b.Run(name, func(b *testing.B) {
+			_, _, c := testBridge(b, Options{})
+			sw := &countingSwitch{Conn: c}
+			all := map[string][]Flow{}
+			for p := 0; p < 1000; p++ {
+				fs := portFlows(uint32(p+1), 10)
+				if p < bad {
+					fs[9] = rejectedFlow(uint32(p + 1))
+				}
+				all["port:"+strconv.Itoa(p)] = fs
+			}
+			ctx := context.Background()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				clearBridge(b, c)
+				r := NewReconciler(sw, 1)
+				b.StartTimer()
+				err := r.Apply(ctx, all)
+				var rej *OwnersRejectedError
+				if bad == 0 && err != nil || bad > 0 && (!errors.As(err, &rej) || len(rej.Owners) != bad) {
+					b.Fatalf("apply: %v", err)
+				}
+			}
+			b.ReportMetric(float64(sw.bundles)/float64(b.N), "bundles/op")
+		})
 	}
 }
