@@ -66,6 +66,19 @@ func TestRejectedOwnerDoesNotStopOtherPorts(t *testing.T) {
 	if h.inSync() {
 		t.Errorf("in sync while an owner's flows are refused")
 	}
+	e, err := h.a.Explain(context.Background(), "p2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := e.Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"local VLAN  4095 (dead)", "rejected    port:p2"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("explain p2 lacks %q:\n%s", want, b.String())
+		}
+	}
 
 	fl.setReject(nil)
 	h.waitFor("p2 ACTIVE on VLAN 1", func() bool { return srv.status("p2") == "ACTIVE" && sw.tag("tap2") == 1 })
