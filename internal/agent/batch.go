@@ -457,9 +457,17 @@ func (a *Agent) wirePort(p *portRec) (PortSetting, bool) {
 			// Full resync: the server lost what we told it.
 			p.upOnSrv = false
 		}
-		if !p.upOnSrv {
+		switch {
+		case tag == DeadVLAN && p.upOnSrv:
+			// Held on the dead VLAN (heldDead): the server must not keep
+			// it ACTIVE; reported up again once its flows are in.
+			p.setWant(reportDown)
+			p.upOnSrv = false
+		case tag == DeadVLAN && p.want == reportDown:
+			// the down is on its way
+		case !p.upOnSrv:
 			p.setWant(reportUp)
-		} else {
+		default:
 			p.setWant(reportNone)
 			p.clock.reset()
 		}

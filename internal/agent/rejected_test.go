@@ -289,3 +289,22 @@ func TestOwnerKind(t *testing.T) {
 		}
 	}
 }
+
+// TestRejectedAfterRestartReportsDown: after a restart the agent cannot
+// tell which of the earlier run's flows were a port's; a port whose flows
+// the switch now rejects is moved to the dead VLAN and reported DOWN (the
+// server had it ACTIVE), and is ACTIVE again once the switch takes them.
+func TestRejectedAfterRestartReportsDown(t *testing.T) {
+	sw, fl, srv := wiredThenStopped(t, "p1", "p2")
+	fl.newRound()
+	fl.reject = func(owner string) bool { return owner == "port:p2" }
+	h := start(t, sw, fl, srv, testOpts(true))
+	sw.snapshot()
+	h.waitFor("p2 DOWN on the dead VLAN", func() bool { return srv.status("p2") == "DOWN" && sw.tag("tapp2") == DeadVLAN })
+	if srv.status("p1") != "ACTIVE" || sw.tag("tapp1") != 1 {
+		t.Errorf("p1: %s on VLAN %d, want ACTIVE on 1", srv.status("p1"), sw.tag("tapp1"))
+	}
+	fl.setReject(nil)
+	h.waitFor("p2 ACTIVE on VLAN 1", func() bool { return srv.status("p2") == "ACTIVE" && sw.tag("tapp2") == 1 })
+	h.waitFor("in sync", h.inSync)
+}
