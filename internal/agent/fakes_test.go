@@ -164,14 +164,14 @@ type fakeFlows struct {
 	tables  map[string]map[string]fakeEntry // bridge → flow key → entry
 	bundles int
 	fail    int
-	rereads map[string]int // bridge → Reread calls
-	events  chan DataplaneEvent
-	onApply func(br string) // called by Apply before it changes anything
 	// reject names the owners whose flows the switch refuses: Apply then
 	// applies the others and returns an OwnersRejectedError, as the
 	// reconciler does; rejects counts the refusals per owner.
 	reject  func(owner string) bool
 	rejects map[string]int
+	rereads map[string]int // bridge → Reread calls
+	events  chan DataplaneEvent
+	onApply func(br string) // called by Apply before it changes anything
 }
 
 type fakeEntry struct {
