@@ -144,6 +144,8 @@ type Agent struct {
 	tunnels     map[pipeline.TunnelKey]TunnelPort             // tunnel ports on br-tun, one per remote IP and type
 	applied     map[string]map[string]ownerDigest             // bridge → owner → digest of the flows applied
 	dirtyOwner  map[string]bool
+	rejected    map[string]*rejection // owners whose latest flows the switch rejected
+	retag       map[string]bool       // ports whose owners' rejection began or ended (retagPorts)
 
 	started       bool            // first snapshot processed
 	swept         bool            // stale flows of earlier rounds removed (every bridge)
@@ -216,6 +218,8 @@ func New(opt Options, d Deps) *Agent {
 		tunnels:     map[pipeline.TunnelKey]TunnelPort{},
 		applied:     map[string]map[string]ownerDigest{},
 		dirtyOwner:  map[string]bool{},
+		rejected:    map[string]*rejection{},
+		retag:       map[string]bool{},
 		tunnelSync:  map[string]*retry{},
 		fdbAwait:    map[string]time.Time{},
 		fdbSeen:     map[string]time.Time{},
@@ -469,9 +473,9 @@ func (a *Agent) nextWake() time.Time {
 	if len(a.dirtyOwner) > 0 && a.started && a.bridgesOK {
 		// Owners left dirty by the end of a batch (e.g. a tunnel port
 		// deleted after the sweep) are applied at once, failed ones after
-		// their back-off.
+		// their back-off, owners the switch rejected after theirs.
 		if a.flowRetryAt.IsZero() {
-			consider(a.now())
+			consider(a.dirtyWake())
 		} else {
 			consider(a.flowRetryAt)
 		}
