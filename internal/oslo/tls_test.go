@@ -56,4 +56,3 @@ func waitUntil(d time.Duration, cond func() bool) bool {
 	}
 	return cond()
 }
-
