@@ -144,6 +144,11 @@ func parseHost(part string) (h Host, err error) {
 	if name == "" {
 		return h, errors.New("missing host name")
 	}
+	// Python takes any text; a broker is a DNS name or an IP address, and
+	// anything else here is more likely the end of a password.
+	if bracketed := strings.HasPrefix(hostport, "["); bracketed && net.ParseIP(name) == nil || !bracketed && !hostName(name) {
+		return h, errors.New("not a host name or IP address")
+	}
 	h.Host = name
 	h.Port = DefaultPort
 	if portStr != "" {
@@ -155,6 +160,16 @@ func parseHost(part string) (h Host, err error) {
 		h.Port = p
 	}
 	return h, nil
+}
+
+func hostName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // unquote is Python's urllib.parse.unquote, which oslo.messaging applies to
