@@ -353,13 +353,17 @@ func (t *Transport) connect(attempt int) (*session, error) {
 		tc = t.cfg.TLS.Clone()
 		tc.ServerName = h.Host
 	}
-	uri := amqp.URI{Scheme: scheme, Host: h.Host, Port: h.Port, Username: h.User, Password: h.Password, Vhost: t.cfg.URL.VHost}
-	if uri.Username == "" {
-		uri.Username, uri.Password = "guest", "guest"
+	user, pass := h.User, h.Password
+	if user == "" {
+		user, pass = "guest", "guest"
 	}
+	// The credentials go to SASL, not into the URI amqp091 re-parses: a
+	// parse error there would quote the URI with the password.
+	uri := amqp.URI{Scheme: scheme, Host: h.Host, Port: h.Port, Username: "guest", Password: "guest", Vhost: t.cfg.URL.VHost}
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(fmt.Sprintf("ovsagent:%s:%d:%s", t.cfg.Host, os.Getpid(), t.id))
 	conn, err := amqp.DialConfig(uri.String(), amqp.Config{
+		SASL:            []amqp.Authentication{&amqp.PlainAuth{Username: user, Password: pass}},
 		Heartbeat:       t.cfg.HeartbeatTimeout,
 		TLSClientConfig: tc,
 		Properties:      props,
