@@ -146,7 +146,7 @@ func parseHost(part string) (h Host, err error) {
 	}
 	// Python takes any text; a broker is a DNS name or an IP address, and
 	// anything else here is more likely the end of a password.
-	if bracketed := strings.HasPrefix(hostport, "["); bracketed && net.ParseIP(name) == nil || !bracketed && !hostName(name) {
+	if bracketed := strings.HasPrefix(hostport, "["); bracketed && !ipLiteral(name) || !bracketed && !hostName(name) {
 		return h, errors.New("not a host name or IP address")
 	}
 	h.Host = name
@@ -160,6 +160,12 @@ func parseHost(part string) (h Host, err error) {
 		h.Port = p
 	}
 	return h, nil
+}
+
+// ipLiteral is an IPv6 address, with a zone (fe80::1%eth0) or without.
+func ipLiteral(s string) bool {
+	addr, zone, hasZone := strings.Cut(s, "%")
+	return net.ParseIP(addr) != nil && (!hasZone || zone != "" && hostName(zone))
 }
 
 func hostName(s string) bool {

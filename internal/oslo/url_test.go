@@ -20,6 +20,7 @@ func TestParseTransportURL(t *testing.T) {
 		{"rabbit://u:50%off%2F@h/v%zz", []Host{{"h", 5672, "u", "50%off/"}}, "v%zz", "rabbit://u:***@h:5672/v%25zz"},
 		{"rabbit://h", []Host{{"h", 5672, "", ""}}, "/", "rabbit://h:5672/"},
 		{"rabbit://u:p@[::1]:5671/%2F", []Host{{"::1", 5671, "u", "p"}}, "/", "rabbit://u:***@[::1]:5671/"},
+		{"rabbit://u:p@[fe80::1%eth0]/", []Host{{"fe80::1%eth0", 5672, "u", "p"}}, "/", "rabbit://u:***@[fe80::1%eth0]:5672/"},
 		{"rabbit://openstack:s3cr:et@10.0.0.1:5672//", []Host{{"10.0.0.1", 5672, "openstack", "s3cr:et"}}, "/", "rabbit://openstack:***@10.0.0.1:5672/"},
 	}
 	for _, c := range cases {
