@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -46,12 +43,8 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 
 	// RabbitMQ: the transport retries in the background; every call waits.
-	tlsCfg, err := rabbitTLS(cfg)
-	if err != nil {
-		return err
-	}
-	tr, err := oslo.Dial(ctx, oslo.Config{
-		URL: cfg.Default.Transport, TLS: tlsCfg, Host: cfg.Default.Host, ControlExchange: cfg.Default.ControlExchange,
+	tr, err := dialBroker(ctx, cfg, oslo.Config{
+		Host: cfg.Default.Host, ControlExchange: cfg.Default.ControlExchange,
 		HeartbeatTimeout: cfg.Rabbit.HeartbeatTimeoutThreshold, HeartbeatRate: cfg.Rabbit.HeartbeatRate,
 		RetryInterval: cfg.Rabbit.RetryInterval, RetryBackoff: cfg.Rabbit.RetryBackoff, RetryMax: cfg.Rabbit.IntervalMax,
 		TransientQueuesTTL: cfg.Rabbit.TransientQueuesTTL, ResponseTimeout: cfg.Default.RPCResponseTimeout,
@@ -63,7 +56,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		}},
 	})
 	if err != nil {
-		return fmt.Errorf("transport_url %s: %w", cfg.Default.Transport.String(), err)
+		return err
 	}
 	defer closeWithin(tr.Close, 2*time.Second)
 	// SIGTERM: calls still out may end within quitting_rpc_timeout, and no
@@ -278,32 +271,6 @@ func agentConfigurations(cfg *config.Config, sys ovsdb.SystemInfo, devices int) 
 	return c
 }
 
-func rabbitTLS(cfg *config.Config) (*tls.Config, error) {
-	if !cfg.Rabbit.SSL {
-		return nil, nil
-	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if cfg.Rabbit.SSLCAFile != "" {
-		pem, err := os.ReadFile(cfg.Rabbit.SSLCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("oslo_messaging_rabbit.ssl_ca_file %s: %w", cfg.Rabbit.SSLCAFile, err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("oslo_messaging_rabbit.ssl_ca_file %s: no certificate found", cfg.Rabbit.SSLCAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if cfg.Rabbit.SSLCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.Rabbit.SSLCertFile, cfg.Rabbit.SSLKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("oslo_messaging_rabbit.ssl_cert_file %s: %w", cfg.Rabbit.SSLCertFile, err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
-}
-
 // observer feeds the transport's counters into the metrics.
 type observer struct {
 	m           *metrics.Metrics
@@ -362,7 +329,7 @@ func explain(ctx context.Context, cfg *config.Config, log *slog.Logger, portID s
 	if err != nil {
 		return err
 	}
-	tr, err := oslo.Dial(ctx, oslo.Config{URL: cfg.Default.Transport, Host: cfg.Default.Host,
+	tr, err := dialBroker(ctx, cfg, oslo.Config{Host: cfg.Default.Host,
 		ControlExchange: cfg.Default.ControlExchange, ResponseTimeout: 10 * time.Second, Logger: log, DisableBackoff: true})
 	if err != nil {
 		return err

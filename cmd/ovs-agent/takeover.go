@@ -186,7 +186,7 @@ func takeoverInputs(ctx context.Context, cfg *config.Config, log *slog.Logger) (
 	if len(ids) == 0 {
 		return in, nil
 	}
-	tr, err := oslo.Dial(ctx, oslo.Config{URL: cfg.Default.Transport, Host: cfg.Default.Host,
+	tr, err := dialBroker(ctx, cfg, oslo.Config{Host: cfg.Default.Host,
 		ControlExchange: cfg.Default.ControlExchange, ResponseTimeout: 30 * time.Second, Logger: log, DisableBackoff: true})
 	if err != nil {
 		return nil, err
