@@ -16,6 +16,13 @@ import (
 // OpenFlow adapters, with the in-memory server.
 func runRealAgent(t *testing.T, o *ovstest.OVS, srv *fakeServer) (*harness, *OFBridges) {
 	t.Helper()
+	return runRealAgentWith(t, o, srv, nil)
+}
+
+// runRealAgentWith is runRealAgent with tune (when not nil) applied to the
+// OpenFlow bridges and the options before anything starts.
+func runRealAgentWith(t *testing.T, o *ovstest.OVS, srv *fakeServer, tune func(*OFBridges, *Options)) (*harness, *OFBridges) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	c, err := ovsdb.Dial(ctx, o.DB, ovsdb.Options{RunDir: o.Dir, Logger: testLogger()})
 	if err != nil {
@@ -31,12 +38,15 @@ func runRealAgent(t *testing.T, o *ovstest.OVS, srv *fakeServer) (*harness, *OFB
 		t.Fatal(err)
 	}
 	of := NewOFBridges(testLogger())
+	opt := testOpts(true)
+	if tune != nil {
+		tune(of, &opt)
+	}
 	for _, br := range l.Bridges() {
 		if err := of.Add(ctx, br, o.Mgmt(br)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	opt := testOpts(true)
 	opt.LocalIP = "192.0.2.1"
 	opt.Pipeline = pipeline.Config{FirewallDriver: "openvswitch", EnableSecurityGroup: true, L2Population: true,
 		TunnelTypes: []pipeline.NetworkType{pipeline.TypeVXLAN}}
