@@ -1,10 +1,13 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -146,5 +149,100 @@ func TestHungVswitchdMidBatchIsNotReady(t *testing.T) {
 	}
 	if fs := dumpFlows(t, o, "br-int"); count(fs, "10.0.0.99") == 0 {
 		t.Errorf("p1's new address has no flow after recovery:\n%s", strings.Join(fs, "\n"))
+	}
+}
+
+// lockedLog is a log sink safe for the loop and the watchdog to write while
+// the test reads it.
+type lockedLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) has(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Contains(l.b.String(), s)
+}
+
+// TestWatchdogReportsStuckBatch: a batch that does not come back (an Apply
+// that blocks) is reported once in the log and by LoopCheck, Alive stays
+// nil, and both clear when the batch returns.
+func TestWatchdogReportsStuckBatch(t *testing.T) {
+	sw, fl, srv := newFakeSwitch(true), newFakeFlows(), newFakeServer()
+	srv.addPort("p1", "net-a", "vxlan", 100, "fa:16:3e:00:00:01")
+	logs := &lockedLog{}
+	opt := testOpts(true)
+	opt.StuckAfter = 50 * time.Millisecond
+	h := &harness{t: t, sw: sw, fl: fl, srv: srv, m: metrics.New(), batches: make(chan bool, 1), done: make(chan error, 1)}
+	h.a = New(opt, Deps{Switch: sw, Flows: fl, Plugin: srv, Cache: srv, Reporter: srv, Metrics: h.m,
+		Log: slog.New(slog.NewTextHandler(logs, nil)),
+		AfterBatch: func(bool) {
+			select {
+			case h.batches <- true:
+			default:
+			}
+		}})
+	if err := h.a.LoopCheck(); err == nil {
+		t.Error("LoopCheck nil before Run")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	go func() { h.done <- h.a.Run(ctx) }()
+	t.Cleanup(h.stop)
+	sw.snapshot()
+	sw.plug("p1", "tap1", "fa:16:3e:00:00:01")
+	h.waitFor("p1 ACTIVE and in sync", func() bool { return srv.status("p1") == "ACTIVE" && h.inSync() })
+	if err := h.a.LoopCheck(); err != nil {
+		t.Fatalf("LoopCheck in sync: %v", err)
+	}
+
+	release := make(chan struct{})
+	blocked := make(chan struct{}, 1)
+	fl.mu.Lock()
+	fl.onApply = func(string) {
+		select {
+		case blocked <- struct{}{}:
+		default:
+		}
+		<-release
+	}
+	fl.mu.Unlock()
+	srv.update("p1", func(d *Device) { d.FixedIPs = append(d.FixedIPs, FixedIP{SubnetID: "s", IP: "10.0.0.99"}) })
+	h.a.Notify(PortChanged{PortID: "p1"})
+	<-blocked
+	waitUntilTrue(t, "LoopCheck reports the stuck batch", func() bool {
+		err := h.a.LoopCheck()
+		return err != nil && strings.Contains(err.Error(), "agent loop stuck")
+	})
+	waitUntilTrue(t, "the log reports the stuck batch", func() bool { return logs.has("agent: loop stuck") })
+	if err := h.a.Alive(); err != nil {
+		t.Errorf("Alive during a stuck batch: %v", err)
+	}
+	close(release) // the hook, called under fl.mu, returns at once from now on
+	waitUntilTrue(t, "LoopCheck clear after the batch returned", func() bool { return h.a.LoopCheck() == nil })
+	waitUntilTrue(t, "the log reports the loop resumed", func() bool { return logs.has("agent: loop resumed") })
+	h.stop()
+	if err := h.a.LoopCheck(); err == nil || h.a.Alive() == nil {
+		t.Errorf("after Run returned: LoopCheck %v, Alive %v", err, h.a.Alive())
+	}
+}
+
+// waitUntilTrue polls cond every 5 ms for up to 30 s (a generous bound, not
+// a measurement).
+func waitUntilTrue(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
