@@ -131,9 +131,13 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return 2
 		}
-		if _, err := config.Load(o.sources, config.Options{}); err != nil {
+		cfg, err := config.Load(o.sources, config.Options{})
+		if err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
+		}
+		for _, w := range cfg.Warnings {
+			fmt.Fprintln(stdout, "warning:", w)
 		}
 		fmt.Fprintln(stdout, "configuration OK")
 		return 0
@@ -181,6 +185,9 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	}()
 	log.Info("starting", "host", cfg.Default.Host, "transport_url", cfg.Default.Transport.String(),
 		"files", strings.Join(cfg.Files, ","))
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
+	}
 	applyMemoryLimit(cfg, log)
 	if err := run(ctx, cfg, log); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("agent stopped", "err", err)

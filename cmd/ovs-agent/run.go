@@ -20,6 +20,7 @@ import (
 	"github.com/ovsagent/ovsagent/internal/firewall"
 	"github.com/ovsagent/ovsagent/internal/metrics"
 	"github.com/ovsagent/ovsagent/internal/neutron"
+	"github.com/ovsagent/ovsagent/internal/openflow"
 	"github.com/ovsagent/ovsagent/internal/oslo"
 	"github.com/ovsagent/ovsagent/internal/ovsdb"
 	"github.com/ovsagent/ovsagent/internal/pipeline"
@@ -65,6 +66,12 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return fmt.Errorf("transport_url %s: %w", cfg.Default.Transport.String(), err)
 	}
 	defer closeWithin(tr.Close, 2*time.Second)
+	// SIGTERM: calls still out may end within quitting_rpc_timeout, and no
+	// call waits longer than that (neutron-lib's set_max_timeout).
+	go func() {
+		<-ctx.Done()
+		tr.CapTimeouts(cfg.Agent.QuittingRPCTimeout)
+	}()
 	rpc := neutron.Oslo{T: tr}
 	client := neutron.NewClient(rpc, cfg.Default.Host)
 	client.DeviceListStep = cfg.DeviceListChunk()
@@ -116,6 +123,13 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		if err := of.Add(ctx, br, oc.MgmtSocket(br)); err != nil {
 			return err
 		}
+	}
+	seen := map[string][]openflow.Flow{}
+	for _, br := range layout.Bridges() {
+		seen[br] = of.InstalledIn(br, unrebuiltTables)
+	}
+	if err := checkUnrebuilt(ctx, oc, layout, seen); err != nil {
+		return err
 	}
 
 	if cfg.Agent.ReportInterval > 0 {
@@ -216,11 +230,8 @@ func agentOptions(cfg *config.Config) agent.Options {
 		pc.TunnelTypes = append(pc.TunnelTypes, pipeline.NetworkType(t))
 	}
 	var fc firewall.Config
-	for _, e := range cfg.SecurityGroup.PermittedEthertypes {
-		if v, err := strconv.ParseUint(strings.TrimPrefix(strings.ToLower(e), "0x"), 16, 16); err == nil {
-			fc.PermittedEthertypes = append(fc.PermittedEthertypes, uint16(v))
-		}
-	}
+	fc.PermittedEthertypes = cfg.SecurityGroup.PermittedEthertypes
+	fc.ExplicitlyEgressDirect = cfg.Agent.ExplicitlyEgressDirect
 	opt := agent.Options{
 		Host: cfg.Default.Host, TunnelTypes: cfg.Agent.TunnelTypes, L2Population: cfg.Agent.L2Population,
 		Pipeline: pc, Firewall: fc, BatchWindow: cfg.OVSAgent.BatchWindow,
@@ -234,6 +245,7 @@ func agentOptions(cfg *config.Config) agent.Options {
 		// After a burst (wiring, a resync), once in sync and idle for 5 s,
 		// return the burst's garbage to the OS (see agent.idleRelease).
 		ReleaseMemoryIdle: 5 * time.Second,
+		QuitGrace:         cfg.Agent.QuittingRPCTimeout,
 	}
 	if cfg.TunnelingEnabled() {
 		opt.LocalIP = cfg.OVS.LocalIP
@@ -255,14 +267,16 @@ func agentConfigurations(cfg *config.Config, sys ovsdb.SystemInfo, devices int) 
 		TunnelTypes:                                       cfg.Agent.TunnelTypes,
 		L2Population:                                      cfg.Agent.L2Population,
 		ARPResponderEnabled:                               cfg.Agent.ARPResponder && cfg.Agent.L2Population,
-		EnableDistributedRouting:                          cfg.Agent.EnableDistributedRouting,
-		LogAgentHeartbeats:                                cfg.Agent.LogAgentHeartbeats,
-		Extensions:                                        cfg.Agent.Extensions,
-		DatapathType:                                      cfg.OVS.DatapathType,
-		OVSCapabilities:                                   neutron.OVSCapabilities{DatapathTypes: sys.DatapathTypes, IfaceTypes: sys.IfaceTypes},
-		VhostuserSocketDir:                                cfg.OVS.VhostuserSocketDir,
-		OVSHybridPlug:                                     cfg.EffectiveFirewall() == config.FirewallIptablesHybrid,
-		Devices:                                           devices,
+		// DVR and agent extensions are refused at load (internal/config
+		// options.go): never advertised, whatever the files say.
+		EnableDistributedRouting: false,
+		LogAgentHeartbeats:       cfg.Agent.LogAgentHeartbeats,
+		Extensions:               nil,
+		DatapathType:             cfg.OVS.DatapathType,
+		OVSCapabilities:          neutron.OVSCapabilities{DatapathTypes: sys.DatapathTypes, IfaceTypes: sys.IfaceTypes},
+		VhostuserSocketDir:       cfg.OVS.VhostuserSocketDir,
+		OVSHybridPlug:            cfg.EffectiveFirewall() == config.FirewallIptablesHybrid,
+		Devices:                  devices,
 	}
 	if cfg.TunnelingEnabled() {
 		c.TunnelingIP = cfg.OVS.LocalIP

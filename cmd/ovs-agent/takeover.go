@@ -68,6 +68,14 @@ func takeoverDryRun(ctx context.Context, cfg *config.Config, log *slog.Logger, w
 	if err != nil {
 		return err
 	}
+	oc, err := ovsdb.Dial(ctx, cfg.OVS.OVSDBConnection, ovsdb.Options{Timeout: cfg.OVS.OVSDBTimeout, Logger: log})
+	if err != nil {
+		return fmt.Errorf("ovsdb_connection %s: %w", cfg.OVS.OVSDBConnection, err)
+	}
+	defer oc.Close()
+	if err := checkUnrebuilt(ctx, oc, in.Layout, in.Installed); err != nil {
+		return err
+	}
 	return agent.PlanTakeover(agentOptions(cfg), *in).Write(w)
 }
 

@@ -328,6 +328,8 @@ func (s *NeutronServer) SecurityGroups(ctx context.Context, ids []string) (map[s
 			for _, a := range ag.Addresses {
 				if p, ok := parsePrefix(a.Address); ok {
 					members[id] = append(members[id], firewall.Member{IP: p})
+				} else {
+					members[id] = append(members[id], firewall.Member{Invalid: fmt.Sprintf("address %q", a.Address)})
 				}
 			}
 		}
@@ -350,11 +352,14 @@ func portMembers(p *neutron.Port) []firewall.Member {
 	for _, ip := range p.FixedIPs {
 		if a, err := netip.ParseAddr(ip.IPAddress); err == nil {
 			out = append(out, firewall.Member{IP: netip.PrefixFrom(a, a.BitLen()), MAC: mac})
+		} else {
+			out = append(out, firewall.Member{Invalid: fmt.Sprintf("port %s fixed ip %q", p.ID, ip.IPAddress)})
 		}
 	}
 	for _, ap := range p.AllowedAddressPairs {
 		pfx, ok := parsePrefix(ap.IPAddress)
 		if !ok {
+			out = append(out, firewall.Member{Invalid: fmt.Sprintf("port %s allowed address pair %q", p.ID, ap.IPAddress)})
 			continue
 		}
 		m := mac
@@ -368,26 +373,33 @@ func portMembers(p *neutron.Port) []firewall.Member {
 	return out
 }
 
+// ruleOf decodes a rule. What it cannot read is kept as the rule's Invalid
+// reason (the firewall skips the rule, the agent logs and counts it): a rule
+// translated without its prefix would allow every source.
 func ruleOf(r *neutron.SecurityGroupRule) (firewall.Rule, bool) {
-	dir, err := firewall.ParseDirection(r.Direction)
-	if err != nil {
-		return firewall.Rule{}, false
-	}
-	et, err := firewall.ParseEtherType(r.Ethertype)
-	if err != nil {
-		return firewall.Rule{}, false
-	}
-	fr := firewall.Rule{ID: r.ID, Direction: dir, EtherType: et, Protocol: strings.ToLower(string(r.Protocol)),
+	fr := firewall.Rule{ID: r.ID, Protocol: strings.ToLower(string(r.Protocol)),
 		PortRangeMin: r.PortRangeMin, PortRangeMax: r.PortRangeMax,
 		RemoteGroupID: r.RemoteGroupID, RemoteAddressGroupID: r.RemoteAddressGroupID}
+	var err error
+	if fr.Direction, err = firewall.ParseDirection(r.Direction); err != nil {
+		fr.Invalid = err.Error()
+		return fr, true
+	}
+	if fr.EtherType, err = firewall.ParseEtherType(r.Ethertype); err != nil {
+		fr.Invalid = err.Error()
+		return fr, true
+	}
 	prefix := r.RemoteIPPrefix
 	if r.NormalizedCIDR != "" {
 		prefix = r.NormalizedCIDR
 	}
 	if prefix != "" {
-		if p, ok := parsePrefix(prefix); ok {
-			fr.RemoteIPPrefix = p
+		p, ok := parsePrefix(prefix)
+		if !ok {
+			fr.Invalid = fmt.Sprintf("remote_ip_prefix %q", prefix)
+			return fr, true
 		}
+		fr.RemoteIPPrefix = p
 	}
 	return fr, true
 }
@@ -406,9 +418,13 @@ func NotifyFromCache(a *Agent, host string, ev neutron.Event) {
 			a.Notify(PortDeleted{PortID: n.PortID})
 		case neutron.NetworkUpdate:
 			a.Notify(NetworkChanged{NetworkID: n.NetworkID})
-		case neutron.BindingActivate, neutron.BindingDeactivate:
+		case neutron.BindingActivate:
 			if n.Host == host {
 				a.Notify(PortChanged{PortID: n.PortID})
+			}
+		case neutron.BindingDeactivate:
+			if n.Host == host {
+				a.Notify(BindingDeactivated{PortID: n.PortID})
 			}
 		case neutron.SecurityGroupsRuleUpdated, neutron.SecurityGroupsMemberUpdated:
 			a.Notify(SecurityGroupChanged{GroupIDs: n.SecurityGroups})

@@ -247,6 +247,16 @@ func (o *OFBridges) Installed(bridge string) []openflow.InstalledFlow {
 	return b.rec.Installed()
 }
 
+// InstalledIn returns the bridge's installed flows of the tables keep
+// accepts (unsorted).
+func (o *OFBridges) InstalledIn(bridge string, keep func(table uint8) bool) []openflow.Flow {
+	b, err := o.get(bridge)
+	if err != nil {
+		return nil
+	}
+	return b.rec.InstalledIn(keep)
+}
+
 // InstalledFlows returns the flows the bridge's reconciler believes are
 // installed (at start: what it adopted).
 func (o *OFBridges) InstalledFlows(bridge string) []openflow.Flow {

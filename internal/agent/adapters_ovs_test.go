@@ -19,9 +19,16 @@ func runRealAgent(t *testing.T, o *ovstest.OVS, srv *fakeServer) (*harness, *OFB
 	return runRealAgentWith(t, o, srv, nil)
 }
 
-// runRealAgentWith is runRealAgent with tune (when not nil) applied to the
-// OpenFlow bridges and the options before anything starts.
-func runRealAgentWith(t *testing.T, o *ovstest.OVS, srv *fakeServer, tune func(*OFBridges, *Options)) (*harness, *OFBridges) {
+// runRealAgentWith is runRealAgent with the agent's Flows made by wrap
+// from the real adapter (the adapter itself when wrap is nil).
+func runRealAgentWith(t *testing.T, o *ovstest.OVS, srv *fakeServer, wrap func(*OFBridges) Flows) (*harness, *OFBridges) {
+	t.Helper()
+	return runRealAgentTuned(t, o, srv, nil, wrap)
+}
+
+// runRealAgentTuned is runRealAgentWith with tune (when not nil) applied to
+// the OpenFlow bridges and the options before anything starts.
+func runRealAgentTuned(t *testing.T, o *ovstest.OVS, srv *fakeServer, tune func(*OFBridges, *Options), wrap func(*OFBridges) Flows) (*harness, *OFBridges) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	c, err := ovsdb.Dial(ctx, o.DB, ovsdb.Options{RunDir: o.Dir, Logger: testLogger()})
@@ -52,7 +59,11 @@ func runRealAgentWith(t *testing.T, o *ovstest.OVS, srv *fakeServer, tune func(*
 		TunnelTypes: []pipeline.NetworkType{pipeline.TypeVXLAN}}
 	opt.FDBWait = 200 * time.Millisecond
 	h := &harness{t: t, srv: srv, m: metrics.New(), batches: make(chan bool, 1), done: make(chan error, 1)}
-	h.a = New(opt, Deps{Switch: sw, Flows: of, Plugin: srv, Cache: srv, Metrics: h.m, Log: testLogger(),
+	var flows Flows = of
+	if wrap != nil {
+		flows = wrap(of)
+	}
+	h.a = New(opt, Deps{Switch: sw, Flows: flows, Plugin: srv, Cache: srv, Metrics: h.m, Log: testLogger(),
 		AfterBatch: func(bool) {
 			select {
 			case h.batches <- true:

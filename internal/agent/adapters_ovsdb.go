@@ -319,6 +319,14 @@ func (s *OVSDBSwitch) DeleteTunnelPort(ctx context.Context, t TunnelPort) error 
 	return nil
 }
 
+// DeleteVIFPort implements Switch.
+func (s *OVSDBSwitch) DeleteVIFPort(ctx context.Context, name string) error {
+	if err := s.c.DeletePorts(ctx, s.cfg.Integration, name); err != nil {
+		return fmt.Errorf("ovsdb: delete port %s from %s: %w", name, s.cfg.Integration, err)
+	}
+	return nil
+}
+
 // TunnelPorts implements Switch.
 func (s *OVSDBSwitch) TunnelPorts(ctx context.Context) ([]TunnelPort, error) {
 	if s.cfg.Tunnel == "" {

@@ -52,6 +52,11 @@ type Options struct {
 	// after a burst of work, the memory the burst left behind is returned
 	// to the OS (0: never; the Go runtime then keeps it for a while).
 	ReleaseMemoryIdle time.Duration
+	// QuitGrace is how long update_device_list calls in flight when Run's
+	// context ends may still finish ([agent] quitting_rpc_timeout, as the
+	// reference lets its last loop's calls end under that timeout); 0 ends
+	// them with the context.
+	QuitGrace time.Duration
 	// RecordRPC makes the agent record its RPC calls in the metrics; off
 	// when the transport's observer already does.
 	RecordRPC bool
@@ -130,6 +135,9 @@ type Agent struct {
 	conj      firewall.ConjIDs
 	fwPorts   map[string]firewall.Port // desired firewall ports (a.fw is what flows were computed from)
 	fwChanged bool
+	// fwProblems: what the firewall skips in the current state, logged and
+	// counted once (reportFirewallProblems).
+	fwProblems map[string]bool
 	// installedFW holds the firewall-table flows found at start, to recover
 	// the conjunction ids they use (no rewrite of every remote-group flow).
 	installedFW []openflow.Flow
@@ -142,6 +150,8 @@ type Agent struct {
 	tunnels     map[pipeline.TunnelKey]TunnelPort             // tunnel ports on br-tun, one per remote IP and type
 	applied     map[string]map[string]ownerDigest             // bridge → owner → digest of the flows applied
 	dirtyOwner  map[string]bool
+	rejected    map[string]*rejection // owners whose latest flows the switch rejected
+	retag       map[string]bool       // ports whose owners' rejection began or ended (retagPorts)
 
 	started       bool            // first snapshot processed
 	swept         bool            // stale flows of earlier rounds removed (every bridge)
@@ -163,12 +173,15 @@ type Agent struct {
 	refreshNets   map[string]bool                      // tunnelled networks whose FDB must be (re)requested
 	refreshOut    map[string]bool                      // … and whose request is out now
 	reportsOut    map[*reportResult]context.CancelFunc // update_device_list calls out now
+	deactivated   map[string]bool                      // ports whose binding here was deactivated: unplug (deactivate.go)
+	callBase      context.Context                      // update_device_list calls derive from it (see Options.QuitGrace)
 	abandoned     map[*reportResult]bool               // … of those, cancelled for a resync
 	sgDirty       bool
 	inSync        bool
 	reportStart   atomic.Bool // next report carries start_flag
 	reportNow     chan struct{}
 	devices       atomic.Int64
+	serverAnswers atomic.Bool // the last RPC but get_device_details succeeded (see refuseDetails)
 	syncFlag      atomic.Bool
 	lastBatchSent time.Time
 	lastBatchEnd  time.Time         // when the loop's last batch returned (zero: none yet)
@@ -213,6 +226,8 @@ func New(opt Options, d Deps) *Agent {
 		tunnels:     map[pipeline.TunnelKey]TunnelPort{},
 		applied:     map[string]map[string]ownerDigest{},
 		dirtyOwner:  map[string]bool{},
+		rejected:    map[string]*rejection{},
+		retag:       map[string]bool{},
 		tunnelSync:  map[string]*retry{},
 		fdbAwait:    map[string]time.Time{},
 		fdbSeen:     map[string]time.Time{},
@@ -263,6 +278,26 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	a.loopState.Store(loopRunning)
 	defer a.loopState.Store(loopStopped)
+	a.callBase = ctx
+	if a.opt.QuitGrace > 0 {
+		base, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
+		a.callBase = base
+		defer cancelCalls()
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-base.Done():
+				return
+			}
+			t := time.NewTimer(a.opt.QuitGrace)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-base.Done():
+			}
+			cancelCalls()
+		}()
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); a.watchLoop(ctx) }()
@@ -454,9 +489,9 @@ func (a *Agent) nextWake() time.Time {
 	if len(a.dirtyOwner) > 0 && a.started && a.bridgesOK {
 		// Owners left dirty by the end of a batch (e.g. a tunnel port
 		// deleted after the sweep) are applied at once, failed ones after
-		// their back-off.
+		// their back-off, owners the switch rejected after theirs.
 		if a.flowRetryAt.IsZero() {
-			consider(a.now())
+			consider(a.dirtyWake())
 		} else {
 			consider(a.flowRetryAt)
 		}
@@ -591,6 +626,11 @@ func sortedPhys(m map[string]PhysBridge) []PhysBridge {
 }
 
 func (a *Agent) observeRPC(method string, d time.Duration, err error) {
+	if method != "get_device_details" {
+		// Ports failing in a details call say nothing of the server: the
+		// cache answers a pull that failed with failed ports too.
+		a.serverAnswers.Store(err == nil)
+	}
 	if a.opt.RecordRPC {
 		a.d.Metrics.ObserveRPC(method, d, err)
 	}

@@ -34,8 +34,10 @@ func (a *Agent) applyFlows(ctx context.Context) (ok bool, waited time.Duration) 
 			a.touch(owner)
 		}
 	}
+	now := a.now()
 	changes := map[string]map[string][]openflow.Flow{}
 	digests := map[string]map[string]ownerDigest{} // what a.applied becomes once a bundle succeeds
+	held := map[string]bool{}                      // owners whose rejected flows wait for their back-off
 	var fwOwners []string
 	for owner := range a.dirtyOwner {
 		if strings.HasPrefix(owner, "fw:") {
@@ -71,6 +73,11 @@ func (a *Agent) applyFlows(ctx context.Context) (ok bool, waited time.Duration) 
 			want := bf[br]
 			d, same := unchanged(a.applied[br], owner, want)
 			if same {
+				a.ownerAccepted(br, owner) // back to what the bridge holds
+				continue
+			}
+			if a.heldBack(br, owner, d, want, now) {
+				held[owner] = true
 				continue
 			}
 			if changes[br] == nil {
@@ -94,12 +101,22 @@ func (a *Agent) applyFlows(ctx context.Context) (ok bool, waited time.Duration) 
 		err := a.d.Flows.Apply(ctx, br, FlowChange{Set: set, Sweep: sweep})
 		took := a.now().Sub(start)
 		waited += took
-		if err != nil {
+		rej, partial := isRejection(err)
+		if err != nil && !partial {
 			a.log.Warn("agent: flow bundle failed; retrying", "bridge", br, "owners", len(set), "err", err)
 			failed = true
 			continue
 		}
 		a.d.Metrics.ObserveBundle(br, took)
+		if partial {
+			// The others went in: only these wait (fail closed: each keeps
+			// what the bridge held for it; see heldDead for their ports).
+			a.ownersRejected(br, rej, digests[br])
+			for owner := range rej.Owners {
+				held[owner] = true
+				delete(set, owner)
+			}
+		}
 		if sweep {
 			a.sweptBr[br] = true
 		}
@@ -109,19 +126,28 @@ func (a *Agent) applyFlows(ctx context.Context) (ok bool, waited time.Duration) 
 			} else {
 				a.applied[br][owner] = digests[br][owner]
 			}
+			a.ownerAccepted(br, owner)
 		}
 		a.d.Metrics.SetFlows(br, tableCounts(a.applied[br]))
 		if br == a.layout.Integration {
 			a.ct.request(a.conntrackZones(set))
 		}
 	}
+	a.setRejectedGauge()
 	if failed {
 		a.flowFails++
 		a.flowRetryAt = a.now().Add(a.backoff(a.flowFails))
 		return false, waited
 	}
 	a.flowFails = 0
-	clear(a.dirtyOwner)
+	if len(held) == 0 {
+		clear(a.dirtyOwner)
+	}
+	for owner := range a.dirtyOwner {
+		if !held[owner] {
+			delete(a.dirtyOwner, owner) // held ones stay dirty: retried after their back-off
+		}
+	}
 	if !a.swept && len(sweeps) > 0 {
 		all := true
 		for _, br := range a.layout.Bridges() {
@@ -143,11 +169,27 @@ func (a *Agent) dataplaneComplete() bool {
 
 // wiringComplete: everything but l2pop's FDB is known and computed.
 func (a *Agent) wiringComplete() bool {
+	if !a.wiringSettled() {
+		return false
+	}
+	for _, p := range a.ports {
+		if p.present && p.vif.Ready() && p.needDetails {
+			return false
+		}
+	}
+	return true
+}
+
+// wiringSettled is wiringComplete but for the ports whose details the
+// server keeps refusing (givenUp): they are wired with what is known. The
+// sweep waits for this, so one such port cannot keep the previous run's
+// flows in place.
+func (a *Agent) wiringSettled() bool {
 	if !a.started || !a.bridgesOK || a.ovsRestarted || len(a.tunnelSync) > 0 || a.sgDirty {
 		return false
 	}
 	for _, p := range a.ports {
-		if p.present && p.vif.Ready() && (p.needDetails || p.dirty || !p.tagOK && p.wired != wiredNone) {
+		if p.present && p.vif.Ready() && (p.needDetails && !p.givenUp() || p.dirty || !p.tagOK && p.wired != wiredNone) {
 			return false
 		}
 	}
@@ -194,7 +236,7 @@ func (a *Agent) noPeers() bool {
 // the same bundle as our first flows: a takeover is one atomic bundle per
 // bridge, ours in and every foreign flow out.
 func (a *Agent) sweepReady(br string) bool {
-	if a.sweptBr[br] || !a.wiringComplete() {
+	if a.sweptBr[br] || !a.wiringSettled() {
 		return false
 	}
 	if br == a.layout.Tunnel && len(a.tunnels) > 0 {

@@ -3,7 +3,9 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"sort"
@@ -46,6 +48,7 @@ func (a *Agent) batch(ctx context.Context) {
 	if !a.started {
 		return // the monitor's snapshot has not arrived yet
 	}
+	a.unplugDeactivated(ctx)
 	if a.resync != "" {
 		// Bridges may have been changed behind our back (OVSDB restart).
 		a.setupBridges(ctx)
@@ -72,6 +75,7 @@ func (a *Agent) batch(ctx context.Context) {
 	a.updateFirewall(ctx)
 	owners := len(a.dirtyOwner)
 	flowsOK, bundleWait := a.applyFlows(ctx)
+	a.retagPorts(ctx)
 	t4 := a.now()
 	if flowsOK {
 		a.markWired(t4, t3.Sub(t2)+bundleWait)
@@ -320,6 +324,9 @@ func (a *Agent) fetchDetails(ctx context.Context) {
 	devs, failed, err := a.d.Cache.Devices(ctx, ids, a.fresh)
 	a.observeRPC("get_device_details", time.Since(start), err)
 	got := a.now()
+	// The server answered, and refused these ports: it returned details
+	// for others in this call, or answers other calls.
+	answered := err == nil && (len(devs) > 0 || a.serverAnswers.Load())
 	if err == nil && len(failed) == len(ids) {
 		err = errors.New("no device details")
 	}
@@ -331,6 +338,9 @@ func (a *Agent) fetchDetails(ctx context.Context) {
 			p := a.ports[id]
 			p.failures++
 			p.retryAt = now.Add(a.backoff(p.failures))
+			if answered {
+				a.refuseDetails(p)
+			}
 		}
 		a.log.Warn("agent: device details unavailable; dataplane left as it is, retrying", "ports", len(failed), "err", errString(err))
 		if err != nil {
@@ -356,6 +366,25 @@ func (a *Agent) fetchDetails(ctx context.Context) {
 		p.clock.mark(&p.clock.details, got)
 		p.recheck = fresh
 		p.needDetails = false
+		p.refusals = 0
+		p.dirty = true
+	}
+}
+
+// refuseDetails counts a refusal of p's details. When the port gives up
+// without details from this run, all it has are the previous run's flows,
+// which the sweep is about to delete and which may allow what the security
+// groups no longer do: it is wired dead (dead VLAN, drop) until its details
+// come, fail closed. A port with details from this run keeps its wiring.
+func (a *Agent) refuseDetails(p *portRec) {
+	p.refusals++
+	if p.refusals != detailsGiveUp {
+		return
+	}
+	a.log.Warn("agent: the server keeps refusing a port's details; it no longer holds back the stale flow sweep, still retrying",
+		"port", p.id, "refusals", p.refusals, "dead", p.dev == nil)
+	if p.dev == nil {
+		p.dev = &Device{PortID: p.id} // unbound: wired dead
 		p.dirty = true
 	}
 }
@@ -379,7 +408,7 @@ func (a *Agent) decidePorts() []PortSetting {
 			p.dirty = false
 			continue
 		}
-		if p.needDetails || p.dev == nil || p.retryAt.After(now) {
+		if p.dev == nil || (p.needDetails || p.retryAt.After(now)) && !p.givenUp() {
 			continue
 		}
 		if s, ok := a.wirePort(p); ok {
@@ -390,10 +419,24 @@ func (a *Agent) decidePorts() []PortSetting {
 }
 
 func netKeyOf(d *Device) pipeline.NetKey {
-	if d.SegmentationID != nil && *d.SegmentationID >= 0 {
+	if d.SegmentationID != nil && *d.SegmentationID >= 0 && *d.SegmentationID <= math.MaxUint32 {
 		return pipeline.Seg(d.NetworkID, uint32(*d.SegmentationID))
 	}
 	return pipeline.NoSeg(d.NetworkID)
+}
+
+// badSegment says why the port's segmentation id cannot be wired ("" when
+// it can): truncated into a VLAN id or VNI it would join another network.
+func badSegment(d *Device) string {
+	typ := pipeline.NetworkType(d.NetworkType)
+	if d.SegmentationID == nil || typ == pipeline.TypeFlat || typ == pipeline.TypeLocal {
+		return ""
+	}
+	seg := *d.SegmentationID
+	if seg < 0 || seg > math.MaxUint32 || !typ.ValidSegment(uint32(seg)) {
+		return fmt.Sprintf("segmentation id %d out of range for %s", seg, d.NetworkType)
+	}
+	return ""
 }
 
 // wirePort computes the port's wiring; it returns the Port row write when
@@ -411,6 +454,15 @@ func (a *Agent) wirePort(p *portRec) (PortSetting, bool) {
 	}
 	var key pipeline.NetKey
 	vlan := uint16(DeadVLAN)
+	if w == wiredUp {
+		if why := badSegment(d); why != "" {
+			if p.wired != wiredDead {
+				a.d.Metrics.IncMalformed("port-details", "segmentation-id")
+				a.log.Warn("agent: port left dead", "port", p.id, "network", d.NetworkID, "err", why)
+			}
+			w = wiredDead
+		}
+	}
 	if w == wiredUp {
 		key = netKeyOf(d)
 		v, err := a.vlans.Allocate(key)
@@ -434,13 +486,18 @@ func (a *Agent) wirePort(p *portRec) (PortSetting, bool) {
 		oc = bindingOtherConfig(d, vlan)
 	}
 	adopted := p.vif.Tag == int(vlan) && ocHas(p.vif.OtherConfig, oc)
-	p.tagOK = adopted
+	tag := vlan
+	if w == wiredUp && a.heldDead(p.id) {
+		tag = DeadVLAN // fail closed until its flows are in (heldDead)
+	}
+	p.tagOK = p.vif.Tag == int(tag) && ocHas(p.vif.OtherConfig, oc)
 
 	// Pipeline and firewall state.
 	a.touch(pipeline.OwnerPort(p.id))
-	a.ps.Ports[p.id] = pipelinePort(p, d, key, w)
+	pp := pipelinePort(p, d, key, w)
+	a.ps.Ports[p.id] = pp
 	a.touch(pipeline.OwnerPort(p.id))
-	a.setFirewallPort(p, d, vlan, w)
+	a.setFirewallPort(p, pp, d, vlan, w)
 
 	// What the server must hear.
 	switch w {
@@ -452,9 +509,17 @@ func (a *Agent) wirePort(p *portRec) (PortSetting, bool) {
 			// Full resync: the server lost what we told it.
 			p.upOnSrv = false
 		}
-		if !p.upOnSrv {
+		switch {
+		case tag == DeadVLAN && p.upOnSrv:
+			// Held on the dead VLAN (heldDead): the server must not keep
+			// it ACTIVE; reported up again once its flows are in.
+			p.setWant(reportDown)
+			p.upOnSrv = false
+		case tag == DeadVLAN && p.want == reportDown:
+			// the down is on its way
+		case !p.upOnSrv:
 			p.setWant(reportUp)
-		} else {
+		default:
 			p.setWant(reportNone)
 			p.clock.reset()
 		}
@@ -474,7 +539,7 @@ func (a *Agent) wirePort(p *portRec) (PortSetting, bool) {
 	if p.tagOK {
 		return PortSetting{}, false
 	}
-	return PortSetting{Name: p.vif.Name, Tag: vlan, OtherConfig: oc}, true
+	return PortSetting{Name: p.vif.Name, Tag: tag, OtherConfig: oc}, true
 }
 
 func bindingOtherConfig(d *Device, vlan uint16) map[string]string {

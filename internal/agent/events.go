@@ -16,6 +16,10 @@ type PortDeleted struct{ PortID string }
 // local port of it is re-read.
 type NetworkChanged struct{ NetworkID string }
 
+// BindingDeactivated: the port's binding on this host was deactivated (live
+// migration moved it away): its VIF leaves br-int, as in the reference.
+type BindingDeactivated struct{ PortID string }
+
 // SecurityGroupChanged: rules or members of these groups changed; the local
 // ports in them are refiltered.
 type SecurityGroupChanged struct{ GroupIDs []string }
@@ -60,6 +64,7 @@ type Resync struct{ Reason string }
 func (PortChanged) isEvent()          {}
 func (PortDeleted) isEvent()          {}
 func (NetworkChanged) isEvent()       {}
+func (BindingDeactivated) isEvent()   {}
 func (SecurityGroupChanged) isEvent() {}
 func (FDBAdd) isEvent()               {}
 func (FDBRemove) isEvent()            {}

@@ -29,6 +29,7 @@ type fakeSwitch struct {
 	writes     int    // Port rows written
 	failWrites int    // next SetPorts calls that fail
 	events     chan PortEvent
+	deleted    []string // VIF ports removed by DeleteVIFPort
 }
 
 func newFakeSwitch(tunnel bool) *fakeSwitch {
@@ -94,6 +95,18 @@ func (s *fakeSwitch) DeleteTunnelPort(_ context.Context, t TunnelPort) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.tunnels, t.Name)
+	return nil
+}
+
+func (s *fakeSwitch) DeleteVIFPort(_ context.Context, name string) error {
+	s.mu.Lock()
+	v := s.rows[name]
+	delete(s.rows, name)
+	s.deleted = append(s.deleted, name)
+	s.mu.Unlock()
+	if v != nil {
+		go func() { s.events <- PortEvent{Kind: PortRemoved, VIF: *v} }() // the monitor's echo
+	}
 	return nil
 }
 
@@ -164,9 +177,15 @@ type fakeFlows struct {
 	tables  map[string]map[string]fakeEntry // bridge → flow key → entry
 	bundles int
 	fail    int
+	// reject names the owners whose flows the switch refuses: Apply then
+	// applies the others and returns an OwnersRejectedError, as the
+	// reconciler does; rejects counts the refusals per owner.
+	reject  func(owner string) bool
+	rejects map[string]int
 	rereads map[string]int // bridge → Reread calls
 	events  chan DataplaneEvent
 	onApply func(br string) // called by Apply before it changes anything
+	onSweep func(br string) // called by Apply when it sweeps, before it changes anything
 }
 
 type fakeEntry struct {
@@ -188,13 +207,28 @@ func (f *fakeFlows) Apply(_ context.Context, br string, ch FlowChange) error {
 		f.fail--
 		return errDown
 	}
+	if ch.Sweep && f.onSweep != nil {
+		f.onSweep(br)
+	}
 	f.bundles++
 	t := f.tables[br]
 	if t == nil {
 		t = map[string]fakeEntry{}
 		f.tables[br] = t
 	}
+	var rej *openflow.OwnersRejectedError
 	for owner, fs := range ch.Set {
+		if len(fs) > 0 && f.reject != nil && f.reject(owner) {
+			if rej == nil {
+				rej = &openflow.OwnersRejectedError{Owners: map[string]error{}}
+			}
+			rej.Owners[owner] = errors.New("fake switch: flow rejected")
+			if f.rejects == nil {
+				f.rejects = map[string]int{}
+			}
+			f.rejects[owner]++
+			continue
+		}
 		for k, e := range t {
 			if e.owner == owner {
 				delete(t, k)
@@ -211,7 +245,22 @@ func (f *fakeFlows) Apply(_ context.Context, br string, ch FlowChange) error {
 			}
 		}
 	}
+	if rej != nil {
+		return rej
+	}
 	return nil
+}
+
+func (f *fakeFlows) rejected(owner string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rejects[owner]
+}
+
+func (f *fakeFlows) setReject(reject func(owner string) bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reject = reject
 }
 
 func (f *fakeFlows) Reset(string) {}
@@ -329,6 +378,9 @@ type fakeServer struct {
 	onUDL         func()             // called by UpdateDeviceList once through the gate
 	onUDLStart    func(refresh bool) // called when an UpdateDeviceList call arrives, before the gate
 	onTunnelSync  func()             // called when a TunnelSync call arrives, before the lock (set before the agent starts)
+	refuse        map[string]bool    // ports whose details Devices fails (the server answering)
+	refused       map[string]int     // … how often it did, per port
+	downAsFailed  bool               // when down, Devices fails every port without an error, as the cache does when its pulls fail
 }
 
 // outNow returns the calls in the server now and the most at once since
@@ -464,16 +516,43 @@ func (s *fakeServer) Devices(_ context.Context, ids []string, _ bool) (map[strin
 	if s.onDevices != nil {
 		s.onDevices()
 	}
+	if s.down && s.downAsFailed {
+		return map[string]Device{}, append([]string(nil), ids...), nil
+	}
 	if s.down {
 		return nil, nil, errDown
 	}
 	out := map[string]Device{}
+	var failed []string
 	for _, id := range ids {
+		if s.refuse[id] {
+			if s.refused == nil {
+				s.refused = map[string]int{}
+			}
+			s.refused[id]++
+			failed = append(failed, id)
+			continue
+		}
 		if d, ok := s.devices[id]; ok {
 			out[id] = d
 		}
 	}
-	return out, nil, nil
+	return out, failed, nil
+}
+
+func (s *fakeServer) setRefuse(id string, v bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refuse == nil {
+		s.refuse = map[string]bool{}
+	}
+	s.refuse[id] = v
+}
+
+func (s *fakeServer) refusedCount(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused[id]
 }
 
 func (s *fakeServer) SecurityGroups(_ context.Context, ids []string) (map[string]firewall.SecurityGroup, map[string][]firewall.Member, error) {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
@@ -14,8 +15,10 @@ import (
 )
 
 // setFirewallPort records the port as the firewall must see it (only with
-// the OVS firewall; dead and admin-down ports are not filtered).
-func (a *Agent) setFirewallPort(p *portRec, d *Device, vlan uint16, w wiring) {
+// the OVS firewall; dead and admin-down ports are not filtered). Whether it
+// is filtered at all is pp's decision (pipeline.Port.Filtered): a trusted
+// network:* port is passed through here exactly as table 60 passes it.
+func (a *Agent) setFirewallPort(p *portRec, pp *pipeline.Port, d *Device, vlan uint16, w wiring) {
 	if !a.ps.Config.OVSFirewall() {
 		return
 	}
@@ -27,20 +30,27 @@ func (a *Agent) setFirewallPort(p *portRec, d *Device, vlan uint16, w wiring) {
 	if mac == nil {
 		mac, _ = net.ParseMAC(p.vif.MAC)
 	}
-	fp := firewall.Port{
-		ID: p.id, OFPort: uint32(p.vif.OFPort), VLAN: vlan, MAC: mac,
-		PortSecurity:     d.PortSecurity,
-		SecurityGroupIDs: slices.Clone(d.SecurityGroups),
+	fp := firewall.Port{ID: p.id, OFPort: uint32(p.vif.OFPort), VLAN: vlan, MAC: mac, PortSecurity: pp.Filtered()}
+	if a.fw.Config.ExplicitlyEgressDirect {
+		fp.EgressDirectPatch = a.egressDirectPatch(d)
 	}
-	sort.Strings(fp.SecurityGroupIDs)
+	if fp.PortSecurity {
+		// An unfiltered port's groups are not fetched (the reference's
+		// server leaves trusted ports out of security group info).
+		fp.SecurityGroupIDs = slices.Clone(d.SecurityGroups)
+		sort.Strings(fp.SecurityGroupIDs)
+	}
 	for _, ip := range d.FixedIPs {
 		if ad, err := netip.ParseAddr(ip.IP); err == nil {
 			fp.FixedIPs = append(fp.FixedIPs, ad)
+		} else {
+			fp.Invalid = append(fp.Invalid, fmt.Sprintf("fixed ip %q", ip.IP))
 		}
 	}
 	for _, ap := range d.AllowedPairs {
 		pfx, ok := parsePrefix(ap.IP)
 		if !ok {
+			fp.AllowedAddressPairs = append(fp.AllowedAddressPairs, firewall.AddressPair{Invalid: fmt.Sprintf("allowed address pair %q", ap.IP)})
 			continue
 		}
 		var m net.HardwareAddr
@@ -113,6 +123,7 @@ func (a *Agent) updateFirewall(ctx context.Context) {
 		a.conj = firewall.RecoverConjIDs(a.installedFW, next)
 		a.installedFW = nil
 	}
+	a.reportFirewallProblems(next)
 	ids, changed := firewall.Update(a.fw, next, a.conj)
 	for _, o := range changed {
 		a.dirtyOwner[o] = true
@@ -147,4 +158,43 @@ func (a *Agent) takeInstalledFirewall() {
 	if len(fw) > 0 {
 		a.installedFW = fw
 	}
+}
+
+// reportFirewallProblems logs and counts what the firewall skips in st (a
+// rule, member, address pair or port value it cannot represent), each once
+// while it lasts: the state is rebuilt on every change, the problem is not
+// new each time.
+func (a *Agent) reportFirewallProblems(st *firewall.State) {
+	probs := firewall.Problems(st)
+	if len(probs) == 0 && len(a.fwProblems) == 0 {
+		return
+	}
+	seen := make(map[string]bool, len(probs))
+	for _, p := range probs {
+		k := p.Kind + "\x00" + p.Owner + "\x00" + p.ID + "\x00" + p.Detail
+		seen[k] = true
+		if a.fwProblems[k] {
+			continue
+		}
+		a.d.Metrics.IncFirewallSkipped(p.Kind, p.Reason)
+		a.log.Warn("agent: firewall skips a value it cannot represent", "kind", p.Kind, "owner", p.Owner, "id", p.ID, "reason", p.Reason, "detail", p.Detail)
+	}
+	a.fwProblems = seen
+}
+
+// egressDirectPatch is the br-int port accepted egress unicast of a port on
+// the device's network leaves by with explicitly_egress_direct, as the
+// reference's install_accepted_egress_direct_flow picks it: patch-tun for
+// tunnel networks, int-<bridge> of the physical network for VLAN networks,
+// none (0) for flat and local networks or a missing port.
+func (a *Agent) egressDirectPatch(d *Device) uint32 {
+	switch pipeline.NetworkType(d.NetworkType) {
+	case pipeline.TypeVXLAN, pipeline.TypeGRE, pipeline.TypeGeneve:
+		return a.layout.PatchTun
+	case pipeline.TypeVLAN:
+		if pb, ok := a.layout.Physical[d.PhysicalNetwork]; ok && d.PhysicalNetwork != "" {
+			return pb.IntOFPort
+		}
+	}
+	return 0
 }

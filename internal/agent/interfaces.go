@@ -127,6 +127,9 @@ type Switch interface {
 	EnsureTunnelPort(ctx context.Context, t TunnelPort) (TunnelPort, error)
 	// DeleteTunnelPort removes a tunnel port from br-tun.
 	DeleteTunnelPort(ctx context.Context, t TunnelPort) error
+	// DeleteVIFPort removes a VIF's Port from br-int (binding_deactivate:
+	// the reference unplugs a port whose binding here was deactivated).
+	DeleteVIFPort(ctx context.Context, name string) error
 	// TunnelPorts lists the tunnel ports on br-tun (adopted at start).
 	TunnelPorts(ctx context.Context) ([]TunnelPort, error)
 	// PortEvents delivers the br-int VIF monitor's events; the first is a
@@ -146,7 +149,10 @@ type FlowChange struct {
 // Flows is what the loop needs from OpenFlow: one reconciler per bridge.
 type Flows interface {
 	// Apply applies the change to the bridge in one atomic bundle. On error
-	// nothing changed on the bridge.
+	// nothing changed on the bridge, except with an
+	// *openflow.OwnersRejectedError: the switch rejected the flows of the
+	// owners it names (they keep what the bridge held for them) and every
+	// other owner's change was applied.
 	Apply(ctx context.Context, bridge string, ch FlowChange) error
 	// Cookie is the cookie of this run's flows on the bridge (the pipeline
 	// embeds it in br-tun's learn action).

@@ -64,7 +64,22 @@ type portRec struct {
 	inflight bool   // in an update_device_list call now
 	failures int
 	retryAt  time.Time
+	// refusals counts the details calls in a row that failed this port
+	// while the server was answering (refuseDetails).
+	refusals int
 }
+
+// detailsGiveUp is how many refusals in a row make a port stop holding
+// back the sweep of the previous run's flows. The reference sweeps after
+// its first loop, failed ports or not; a few tries more absorb a passing
+// failure (with the default back-off, under a second).
+const detailsGiveUp = 3
+
+// givenUp: the server keeps refusing the port's details. They are still
+// asked for (with back-off), but the port is wired with what is known
+// (dead when nothing is: refuseDetails) and no longer keeps stale flows,
+// allow rules among them, in place.
+func (p *portRec) givenUp() bool { return p.needDetails && p.refusals >= detailsGiveUp }
 
 func (p *portRec) setWant(r report) {
 	if p.want != r {
@@ -171,6 +186,11 @@ func (a *Agent) onEvent(ev Event) {
 			p.dirty = true
 			p.retryAt = time.Time{}
 		}
+	case BindingDeactivated:
+		if a.deactivated == nil {
+			a.deactivated = map[string]bool{}
+		}
+		a.deactivated[e.PortID] = true
 	case NetworkChanged:
 		for _, p := range a.ports {
 			if p.present && p.dev != nil && p.dev.NetworkID == e.NetworkID {

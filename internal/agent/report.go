@@ -23,7 +23,7 @@ func (a *Agent) reportDevices(ctx context.Context) {
 		}
 		switch p.want {
 		case reportUp:
-			if p.wired == wiredUp && p.tagOK {
+			if p.wired == wiredUp && p.tagOK && !a.flowsRejected(id) {
 				r.up = append(r.up, id)
 				r.upNets[p.dev.NetworkID] = true
 				if p.reAdded {
@@ -76,7 +76,7 @@ func (a *Agent) addRefresh(r *reportResult, activeOnly bool) {
 				if activeOnly && !(p.upOnSrv && p.want == reportNone) {
 					continue
 				}
-				if !p.inflight && p.wired == wiredUp && p.tagOK && p.dev != nil && p.dev.NetworkID == id {
+				if !p.inflight && p.wired == wiredUp && p.tagOK && p.dev != nil && p.dev.NetworkID == id && !a.flowsRejected(pid) {
 					r.up = append(r.up, pid)
 					r.upNets[id] = true
 					break
@@ -110,7 +110,11 @@ func (a *Agent) sendReport(ctx context.Context, r *reportResult) {
 	a.inflight++
 	a.d.Metrics.IncUpdateDeviceList()
 	a.log.Debug("agent: update_device_list", "up", r.up, "down", r.down, "refresh_tunnels", r.refresh, "in_flight", a.inflight)
-	callCtx, cancel := context.WithCancel(ctx)
+	base := a.callBase
+	if base == nil {
+		base = ctx
+	}
+	callCtx, cancel := context.WithCancel(base)
 	a.reportsOut[r] = cancel
 	a.wg.Add(1)
 	go func() {

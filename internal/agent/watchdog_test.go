@@ -26,7 +26,7 @@ func hungSwitchAgent(t *testing.T, tune func(*OFBridges, *Options)) (*ovstest.OV
 	}
 	srv := newFakeServer()
 	srv.addPort("p1", "net-a", "vxlan", 100, "fa:16:3e:00:00:01")
-	h, of := runRealAgentWith(t, o, srv, tune)
+	h, of := runRealAgentTuned(t, o, srv, tune, nil)
 	ms, err := metrics.Listen("127.0.0.1:0", h.m)
 	if err != nil {
 		t.Fatal(err)

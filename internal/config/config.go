@@ -25,6 +25,9 @@ type Config struct {
 
 	// Files lists the configuration files read, in order.
 	Files []string
+	// Warnings are values skipped as the reference skips them (logged at
+	// start and by check-config).
+	Warnings []string
 }
 
 // DefaultOptions is [DEFAULT].
@@ -45,23 +48,20 @@ type DefaultOptions struct {
 
 // AgentOptions is [agent].
 type AgentOptions struct {
-	PollingInterval          time.Duration // 2 s
-	TunnelTypes              []string      // gre, vxlan, geneve
-	VXLANUDPPort             int           // 4789
-	L2Population             bool
-	ARPResponder             bool
-	DontFragment             bool // true
-	EnableDistributedRouting bool
-	DropFlowsOnStart         bool
-	TunnelCsum               bool
-	DSCP                     int  // 0..63; 0 = unset
-	DSCPSet                  bool // dscp was given
-	DSCPInherit              bool
-	ExplicitlyEgressDirect   bool
-	QuittingRPCTimeout       time.Duration // 10 s
-	ReportInterval           time.Duration // 30 s; 0 disables state reports
-	Extensions               []string
-	LogAgentHeartbeats       bool
+	PollingInterval        time.Duration // 2 s
+	TunnelTypes            []string      // gre, vxlan, geneve
+	VXLANUDPPort           int           // 4789
+	L2Population           bool
+	ARPResponder           bool
+	DontFragment           bool // true
+	TunnelCsum             bool
+	DSCP                   int  // 0..63; 0 = unset
+	DSCPSet                bool // dscp was given
+	DSCPInherit            bool
+	ExplicitlyEgressDirect bool
+	QuittingRPCTimeout     time.Duration // 10 s
+	ReportInterval         time.Duration // 30 s; 0 disables state reports
+	LogAgentHeartbeats     bool
 }
 
 // BridgeMapping is one physnet:bridge entry of [ovs] bridge_mappings.
@@ -80,8 +80,6 @@ type OVSOptions struct {
 	BridgeMappings     []BridgeMapping
 	DatapathType       string        // system | netdev
 	VhostuserSocketDir string        // /var/run/openvswitch
-	OFListenAddress    string        // 127.0.0.1
-	OFListenPort       int           // 6633
 	OFConnectTimeout   time.Duration // 300 s
 	OFRequestTimeout   time.Duration // 300 s
 	OFInactivityProbe  time.Duration // 10 s
@@ -90,12 +88,7 @@ type OVSOptions struct {
 	BridgeMACTableSize int           // 50000
 	IGMPSnoopingEnable bool
 
-	ResourceProviderBandwidths                       []string
-	ResourceProviderHypervisors                      map[string]string
-	ResourceProviderDefaultHypervisor                string
-	ResourceProviderInventoryDefaults                map[string]string
-	ResourceProviderPacketProcessingWithoutDirection []string
-	ResourceProviderPacketProcessingWithDirection    []string
+	ResourceProviderHypervisors map[string]string
 }
 
 // Firewall driver names, normalised from the reference's aliases and class paths.
@@ -110,8 +103,11 @@ type SecurityGroupOptions struct {
 	// FirewallDriver is normalised to one of the Firewall* constants; unset is noop.
 	FirewallDriver      string
 	EnableSecurityGroup bool // true
-	EnableIPSet         bool // true
-	PermittedEthertypes []string
+	// PermittedEthertypes holds the entries of permitted_ethertypes that the
+	// reference would use: "0x"-prefixed hexadecimal, each once. Others are
+	// skipped with a warning (Config.Warnings), as the reference does: "800"
+	// must not become 0x0800 and let all IPv4 past the firewall.
+	PermittedEthertypes []uint16
 }
 
 // RabbitOptions is [oslo_messaging_rabbit].
@@ -126,11 +122,7 @@ type RabbitOptions struct {
 	SSLCAFile                 string
 	SSLCertFile               string
 	SSLKeyFile                string
-	SSLVersion                string
 	QOSPrefetchCount          int // 0 = unlimited
-	AMQPDurableQueues         bool
-	AMQPAutoDelete            bool
-	HAQueues                  bool
 }
 
 // OVSAgentOptions is [ovsagent]: ovsagent's additions. They only add; with
@@ -199,27 +191,23 @@ func Defaults() *Config {
 			ReportInterval:     30 * time.Second,
 		},
 		OVS: OVSOptions{
-			IntegrationBridge:                 "br-int",
-			TunnelBridge:                      "br-tun",
-			IntPeerPatchPort:                  "patch-tun",
-			TunPeerPatchPort:                  "patch-int",
-			DatapathType:                      "system",
-			VhostuserSocketDir:                "/var/run/openvswitch",
-			OFListenAddress:                   "127.0.0.1",
-			OFListenPort:                      6633,
-			OFConnectTimeout:                  300 * time.Second,
-			OFRequestTimeout:                  300 * time.Second,
-			OFInactivityProbe:                 10 * time.Second,
-			OVSDBConnection:                   "tcp:127.0.0.1:6640",
-			OVSDBTimeout:                      10 * time.Second,
-			BridgeMACTableSize:                50000,
-			ResourceProviderHypervisors:       map[string]string{},
-			ResourceProviderInventoryDefaults: map[string]string{"allocation_ratio": "1.0", "min_unit": "1", "step_size": "1", "reserved": "0"},
+			IntegrationBridge:           "br-int",
+			TunnelBridge:                "br-tun",
+			IntPeerPatchPort:            "patch-tun",
+			TunPeerPatchPort:            "patch-int",
+			DatapathType:                "system",
+			VhostuserSocketDir:          "/var/run/openvswitch",
+			OFConnectTimeout:            300 * time.Second,
+			OFRequestTimeout:            300 * time.Second,
+			OFInactivityProbe:           10 * time.Second,
+			OVSDBConnection:             "tcp:127.0.0.1:6640",
+			OVSDBTimeout:                10 * time.Second,
+			BridgeMACTableSize:          50000,
+			ResourceProviderHypervisors: map[string]string{},
 		},
 		SecurityGroup: SecurityGroupOptions{
 			FirewallDriver:      FirewallNoop,
 			EnableSecurityGroup: true,
-			EnableIPSet:         true,
 		},
 		Rabbit: RabbitOptions{
 			HeartbeatTimeoutThreshold: 60 * time.Second,

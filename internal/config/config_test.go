@@ -68,7 +68,6 @@ func TestDefaults(t *testing.T) {
 		{"int_peer_patch_port", c.OVS.IntPeerPatchPort, "patch-tun"},
 		{"tun_peer_patch_port", c.OVS.TunPeerPatchPort, "patch-int"},
 		{"datapath_type", c.OVS.DatapathType, "system"},
-		{"of_listen_port", c.OVS.OFListenPort, 6633},
 		{"of_inactivity_probe", c.OVS.OFInactivityProbe, 10 * time.Second},
 		{"ovsdb_connection", c.OVS.OVSDBConnection, "tcp:127.0.0.1:6640"},
 		{"bridge_mac_table_size", c.OVS.BridgeMACTableSize, 50000},
@@ -212,8 +211,8 @@ local_ip = 10.0.0.5
 bridge_mappings = physnet1:br-phys,
     physnet2:br-two ,
 	physnet3:br-three
+vhostuser_socket_dir = /run/vu # not a comment in oslo.config
 [agent]
-extensions = qos # not a comment in oslo.config
 tunnel_types =
     vxlan,
     gre
@@ -224,14 +223,14 @@ permitted_ethertypes = 0x4008,0x88cc
 	if !reflect.DeepEqual(c.OVS.BridgeMappings, want) {
 		t.Errorf("bridge_mappings = %v, want %v", c.OVS.BridgeMappings, want)
 	}
-	if !reflect.DeepEqual(c.Agent.Extensions, []string{"qos # not a comment in oslo.config"}) {
-		t.Errorf("extensions = %q", c.Agent.Extensions)
+	if c.OVS.VhostuserSocketDir != "/run/vu # not a comment in oslo.config" {
+		t.Errorf("vhostuser_socket_dir = %q", c.OVS.VhostuserSocketDir)
 	}
 	if !reflect.DeepEqual(c.Agent.TunnelTypes, []string{"vxlan", "gre"}) {
 		t.Errorf("tunnel_types = %q", c.Agent.TunnelTypes)
 	}
-	if !reflect.DeepEqual(c.SecurityGroup.PermittedEthertypes, []string{"0x4008", "0x88cc"}) {
-		t.Errorf("permitted_ethertypes = %q", c.SecurityGroup.PermittedEthertypes)
+	if !reflect.DeepEqual(c.SecurityGroup.PermittedEthertypes, []uint16{0x4008, 0x88cc}) {
+		t.Errorf("permitted_ethertypes = %v", c.SecurityGroup.PermittedEthertypes)
 	}
 	raw, err := ReadSources(Files(writeFile(t, t.TempDir(), "x.conf", "[s]\nk = line one\n    line two\n      line three\n")))
 	if err != nil {
@@ -273,8 +272,6 @@ dont_fragment = OFF
 [ovs]
 resource_provider_hypervisors = br-phys:hv1, br-x:hv2
 [oslo_messaging_rabbit]
-amqp_durable_queues = true
-rabbit_ha_queues = 1
 heartbeat_rate = 3
 [ovsagent]
 metrics_listen =
@@ -287,7 +284,7 @@ firewall_driver = neutron.agent.linux.iptables_firewall.OVSHybridIptablesFirewal
 enable_security_group = false
 `)
 	if !c.Default.Debug || c.Default.RPCResponseTimeout != 30*time.Second || c.Agent.ReportInterval != 2500*time.Millisecond ||
-		!c.Agent.DSCPSet || c.Agent.DSCP != 18 || c.Agent.DontFragment || !c.Rabbit.AMQPDurableQueues || !c.Rabbit.HAQueues ||
+		!c.Agent.DSCPSet || c.Agent.DSCP != 18 || c.Agent.DontFragment ||
 		c.Rabbit.HeartbeatRate != 3 || c.OVSAgent.MetricsListen != "" || c.OVSAgent.BatchWindow != 25*time.Millisecond ||
 		c.DeviceListChunk() != 100 || c.OVSAgent.MemoryLimitMiB != 48 || !c.OVSAgent.DebugPprof || c.SecurityGroup.FirewallDriver != FirewallIptablesHybrid || c.EffectiveFirewall() != FirewallNoop {
 		t.Errorf("unexpected: %+v", c)
@@ -327,7 +324,6 @@ func TestBadConfigs(t *testing.T) {
 		{"unknown firewall", "[securitygroup]\nfirewall_driver = iptables_fancy\n", "securitygroup.firewall_driver", "iptables_fancy"},
 		{"bad datapath", "[ovs]\ndatapath_type = dpdk\n", "ovs.datapath_type", "dpdk"},
 		{"bad ovsdb_connection", "[ovs]\novsdb_connection = http://127.0.0.1:6640\n", "ovs.ovsdb_connection", "http://127.0.0.1:6640"},
-		{"bad of_listen_address", "[ovs]\nof_listen_address = localhost\n", "ovs.of_listen_address", "localhost"},
 		{"bad rabbit int", "[oslo_messaging_rabbit]\nrabbit_transient_queues_ttl = 0\n", "oslo_messaging_rabbit.rabbit_transient_queues_ttl", "0"},
 		{"bad rabbit bool", "[oslo_messaging_rabbit]\nssl = sure\n", "oslo_messaging_rabbit.ssl", "sure"},
 		{"bad host", "[DEFAULT]\nhost = hv 1\n", "DEFAULT.host", "hv 1"},

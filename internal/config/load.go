@@ -37,12 +37,17 @@ type Raw struct {
 	env func(string) (string, bool)
 	// Files lists the files actually read, in order.
 	Files []string
+	// asked, when set (tests), sees every option looked up.
+	asked func(section, key string)
 }
 
 // Lookup returns the last value of section.key and whether it was set.
 func (r *Raw) Lookup(section, key string) (string, bool) {
 	if r == nil {
 		return "", false
+	}
+	if r.asked != nil {
+		r.asked(section, key)
 	}
 	if r.env != nil {
 		if v, ok := r.env("OS_" + strings.ToUpper(section) + "__" + strings.ToUpper(key)); ok {

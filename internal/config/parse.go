@@ -193,15 +193,12 @@ func Parse(raw *Raw) (*Config, error) {
 	p.boolean(agent, "l2_population", &a.L2Population)
 	p.boolean(agent, "arp_responder", &a.ARPResponder)
 	p.boolean(agent, "dont_fragment", &a.DontFragment)
-	p.boolean(agent, "enable_distributed_routing", &a.EnableDistributedRouting)
-	p.boolean(agent, "drop_flows_on_start", &a.DropFlowsOnStart)
 	p.boolean(agent, "tunnel_csum", &a.TunnelCsum)
 	a.DSCPSet = p.integer(agent, "dscp", &a.DSCP, 0, 63)
 	p.boolean(agent, "dscp_inherit", &a.DSCPInherit)
 	p.boolean(agent, "explicitly_egress_direct", &a.ExplicitlyEgressDirect)
 	p.seconds(agent, "quitting_rpc_timeout", &a.QuittingRPCTimeout, 0)
 	p.floatSeconds(agent, "report_interval", &a.ReportInterval)
-	p.list(agent, "extensions", &a.Extensions)
 	p.boolean(agent, "log_agent_heartbeats", &a.LogAgentHeartbeats)
 
 	o := &c.OVS
@@ -217,8 +214,6 @@ func Parse(raw *Raw) (*Config, error) {
 	}
 	p.str(ovs, "datapath_type", &o.DatapathType)
 	p.str(ovs, "vhostuser_socket_dir", &o.VhostuserSocketDir)
-	p.str(ovs, "of_listen_address", &o.OFListenAddress)
-	p.integer(ovs, "of_listen_port", &o.OFListenPort, 0, 65535)
 	p.seconds(ovs, "of_connect_timeout", &o.OFConnectTimeout, 0)
 	p.seconds(ovs, "of_request_timeout", &o.OFRequestTimeout, 0)
 	p.seconds(ovs, "of_inactivity_probe", &o.OFInactivityProbe, 0)
@@ -226,12 +221,7 @@ func Parse(raw *Raw) (*Config, error) {
 	p.seconds(ovs, "ovsdb_timeout", &o.OVSDBTimeout, 1)
 	p.integer(ovs, "bridge_mac_table_size", &o.BridgeMACTableSize, 1, math.MaxInt)
 	p.boolean(ovs, "igmp_snooping_enable", &o.IGMPSnoopingEnable)
-	p.list(ovs, "resource_provider_bandwidths", &o.ResourceProviderBandwidths)
 	p.dict(ovs, "resource_provider_hypervisors", &o.ResourceProviderHypervisors)
-	p.str(ovs, "resource_provider_default_hypervisor", &o.ResourceProviderDefaultHypervisor)
-	p.dict(ovs, "resource_provider_inventory_defaults", &o.ResourceProviderInventoryDefaults)
-	p.list(ovs, "resource_provider_packet_processing_without_direction", &o.ResourceProviderPacketProcessingWithoutDirection)
-	p.list(ovs, "resource_provider_packet_processing_with_direction", &o.ResourceProviderPacketProcessingWithDirection)
 
 	s := &c.SecurityGroup
 	if v, ok := p.lookup(sg, "firewall_driver"); ok && p.err == nil {
@@ -242,8 +232,12 @@ func Parse(raw *Raw) (*Config, error) {
 		s.FirewallDriver = name
 	}
 	p.boolean(sg, "enable_security_group", &s.EnableSecurityGroup)
-	p.boolean(sg, "enable_ipset", &s.EnableIPSet)
-	p.list(sg, "permitted_ethertypes", &s.PermittedEthertypes)
+	var ets []string
+	if p.list(sg, "permitted_ethertypes", &ets) {
+		var warn []string
+		s.PermittedEthertypes, warn = parseEthertypes(ets)
+		c.Warnings = append(c.Warnings, warn...)
+	}
 
 	r := &c.Rabbit
 	p.seconds(rabbit, "heartbeat_timeout_threshold", &r.HeartbeatTimeoutThreshold, 0)
@@ -256,11 +250,7 @@ func Parse(raw *Raw) (*Config, error) {
 	p.str(rabbit, "ssl_ca_file", &r.SSLCAFile)
 	p.str(rabbit, "ssl_cert_file", &r.SSLCertFile)
 	p.str(rabbit, "ssl_key_file", &r.SSLKeyFile)
-	p.str(rabbit, "ssl_version", &r.SSLVersion)
 	p.integer(rabbit, "rabbit_qos_prefetch_count", &r.QOSPrefetchCount, 0, math.MaxInt)
-	p.boolean(rabbit, "amqp_durable_queues", &r.AMQPDurableQueues)
-	p.boolean(rabbit, "amqp_auto_delete", &r.AMQPAutoDelete)
-	p.boolean(rabbit, "rabbit_ha_queues", &r.HAQueues)
 
 	w := &c.OVSAgent
 	p.str(own, "metrics_listen", &w.MetricsListen)
@@ -335,4 +325,36 @@ func (c *Config) EffectiveFirewall() string {
 		return FirewallNoop
 	}
 	return c.SecurityGroup.FirewallDriver
+}
+
+// parseEthertypes follows neutron's parse_permitted_ethertypes: an entry
+// must start with 0x and be hexadecimal; others are skipped with a warning,
+// and so is a repeat. Values above 0xffff, which the reference would hand
+// to OVS in a flow OVS rejects, are skipped too.
+func parseEthertypes(entries []string) ([]uint16, []string) {
+	var out []uint16
+	var warn []string
+	seen := map[uint64]bool{}
+	for _, e := range entries {
+		if len(e) < 2 || !strings.EqualFold(e[:2], "0x") {
+			warn = append(warn, fmt.Sprintf("securitygroup.permitted_ethertypes: %q is not a hexadecimal number with 0x; skipped", e))
+			continue
+		}
+		v, err := strconv.ParseUint(e[2:], 16, 64)
+		if err != nil {
+			warn = append(warn, fmt.Sprintf("securitygroup.permitted_ethertypes: %q is not a hexadecimal number; skipped", e))
+			continue
+		}
+		if v > 0xffff {
+			warn = append(warn, fmt.Sprintf("securitygroup.permitted_ethertypes: %q is above 0xffff; skipped", e))
+			continue
+		}
+		if seen[v] {
+			warn = append(warn, fmt.Sprintf("securitygroup.permitted_ethertypes: %q is repeated", e))
+			continue
+		}
+		seen[v] = true
+		out = append(out, uint16(v))
+	}
+	return out, warn
 }

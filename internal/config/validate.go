@@ -48,6 +48,9 @@ func Load(sources []Source, opts Options) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkSupport(raw); err != nil {
+		return nil, err
+	}
 	if err := c.Validate(opts.HostAddrs); err != nil {
 		return nil, err
 	}
@@ -100,10 +103,6 @@ func (c *Config) Validate(hostAddrs HostAddrsFunc) error {
 		if err := onThisHost(o.LocalIP, hostAddrs); err != nil {
 			return &Error{Option: "ovs.local_ip", Value: o.LocalIP, Reason: err.Error()}
 		}
-		if c.Agent.EnableDistributedRouting && !c.Agent.L2Population {
-			return &Error{Option: "agent.enable_distributed_routing", Value: "True",
-				Reason: "with agent.tunnel_types set, DVR requires agent.l2_population = True"}
-		}
 	}
 
 	for key, name := range map[string]string{
@@ -128,9 +127,6 @@ func (c *Config) Validate(hostAddrs HostAddrsFunc) error {
 	}
 	if o.DatapathType != "system" && o.DatapathType != "netdev" {
 		return &Error{Option: "ovs.datapath_type", Value: o.DatapathType, Reason: "must be system or netdev"}
-	}
-	if net.ParseIP(o.OFListenAddress) == nil {
-		return &Error{Option: "ovs.of_listen_address", Value: o.OFListenAddress, Reason: "not an IP address"}
 	}
 	if err := validOVSDBConnection(o.OVSDBConnection); err != nil {
 		return &Error{Option: "ovs.ovsdb_connection", Value: o.OVSDBConnection, Reason: err.Error()}

@@ -292,10 +292,10 @@ func conjFlowsFor(st *State, vlan uint16, keys map[ConjKey]map[uint32]bool) []of
 	addr := map[akey]map[uint32]bool{}
 	for k, idset := range keys {
 		for _, m := range st.Members[k.Remote.ID] {
-			if !m.IP.IsValid() || m.IP.Addr().Is4() != (k.EtherType == IPv4) {
+			p, ok := memberPrefix(m, k.EtherType)
+			if !ok {
 				continue
 			}
-			p := netip.PrefixFrom(m.IP.Addr().Unmap(), m.IP.Bits()).Masked()
 			a := akey{k.Direction, k.EtherType, k.Stateless, p, ""}
 			if p.Bits() == 0 && len(m.MAC) > 0 {
 				a.mac = m.MAC.String()
@@ -341,8 +341,12 @@ func conjFlowsFor(st *State, vlan uint16, keys map[ConjKey]map[uint32]bool) []of
 		} else {
 			f, ok = srcIP(a.ip)
 		}
-		if ok {
+		switch {
+		case ok:
 			m = append(m, f)
+		case a.ip.Bits() != 0:
+			// Only a /0 member may go without an address match.
+			continue
 		}
 		if a.mac != "" {
 			mac, err := net.ParseMAC(a.mac)

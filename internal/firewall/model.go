@@ -98,6 +98,10 @@ type Rule struct {
 	RemoteIPPrefix       netip.Prefix // invalid (zero) = none
 	RemoteGroupID        string
 	RemoteAddressGroupID string
+	// Invalid says why the decoder could not read the rule (e.g. an
+	// unparsable remote_ip_prefix). Such a rule is skipped and reported by
+	// Problems: translating what is left of it would widen it.
+	Invalid string
 }
 
 // SecurityGroup is a group and its rules. Stateless is the negation of the
@@ -112,6 +116,8 @@ type SecurityGroup struct {
 type AddressPair struct {
 	MAC net.HardwareAddr
 	IP  netip.Prefix // a single address is a /32 or /128
+	// Invalid says why the decoder could not read the pair; it is skipped.
+	Invalid string
 }
 
 // Port is one VIF on br-int as the firewall needs it.
@@ -123,13 +129,17 @@ type Port struct {
 	FixedIPs []netip.Addr
 	// AllowedAddressPairs from the Port OVO.
 	AllowedAddressPairs []AddressPair
-	// PortSecurity false (or a trusted network:* port) gives a pass-through port.
+	// PortSecurity false gives a pass-through port. The agent sets it from
+	// pipeline.Port.Filtered, false for trusted network:* ports too.
 	PortSecurity     bool
 	SecurityGroupIDs []string
 	// EgressDirectPatch is the ofport accepted egress unicast leaves by when
 	// Config.ExplicitlyEgressDirect is set: patch-tun for tunnel networks,
 	// int-<bridge> for VLAN networks, 0 for none (flat, local).
 	EgressDirectPatch uint32
+	// Invalid lists values of the port the decoder could not read (skipped,
+	// reported by Problems).
+	Invalid []string
 }
 
 // Member is one address of a remote security group (a fixed IP or an allowed
@@ -138,6 +148,8 @@ type Port struct {
 type Member struct {
 	IP  netip.Prefix
 	MAC net.HardwareAddr
+	// Invalid says why the decoder could not read the member; it is skipped.
+	Invalid string
 }
 
 // Config is the agent configuration the firewall flows depend on.
@@ -199,8 +211,11 @@ var protocolNumbers = map[string]uint8{
 }
 
 // protocolNumber normalises a rule's protocol the way the reference does:
-// digits are taken as the number, "icmp" with IPv6 is 58, names map through
-// neutron-lib's table. ok false means "any protocol".
+// digits are taken as the number, names map through neutron-lib's table,
+// and for IPv6 the legacy ICMP forms ("icmp", "icmpv6", "1", which old
+// database rows still carry) are ipv6-icmp (58), as neutron's server
+// rewrites them on create (_make_canonical_ipv6_icmp_protocol): OVS rejects
+// an ICMPv4 type match on IPv6. ok false means "any protocol".
 func protocolNumber(proto string, et EtherType) (num uint8, ok bool, err error) {
 	if proto == "" || proto == "any" {
 		return 0, false, nil
@@ -208,6 +223,9 @@ func protocolNumber(proto string, et EtherType) (num uint8, ok bool, err error) 
 	if n, perr := strconv.Atoi(proto); perr == nil {
 		if n < 0 || n > 255 {
 			return 0, false, fmt.Errorf("firewall: protocol %q out of range", proto)
+		}
+		if n == 1 && et == IPv6 {
+			return 58, true, nil
 		}
 		return uint8(n), true, nil
 	}
@@ -239,8 +257,8 @@ func linkLocal(mac net.HardwareAddr) netip.Addr {
 	return netip.AddrFrom16(a)
 }
 
-// hostPrefix turns an address into its /32 or /128.
+// hostPrefix turns an address into its /32 or /128. An IPv4-mapped IPv6
+// address stays IPv6, as for the reference (netaddr's version is 6).
 func hostPrefix(a netip.Addr) netip.Prefix {
-	a = a.Unmap()
 	return netip.PrefixFrom(a, a.BitLen())
 }

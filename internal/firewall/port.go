@@ -34,11 +34,14 @@ func newPortView(p Port, stateless bool) portView {
 	v.macs = append(v.macs, p.MAC)
 	seenMAC := map[string]bool{p.MAC.String(): true}
 	seenPair := map[string]bool{}
+	// An IPv4-mapped IPv6 pair stays IPv6 (the reference files pairs by
+	// netaddr's version): unmapping it gave a /128 IPv4 prefix, which is
+	// invalid and matched every source.
 	addPair := func(mac net.HardwareAddr, ip netip.Prefix) {
+		ip = ip.Masked()
 		if !ip.IsValid() {
 			return
 		}
-		ip = netip.PrefixFrom(ip.Addr().Unmap(), ip.Bits()).Masked()
 		k := mac.String() + "|" + ip.String()
 		if seenPair[k] {
 			return
@@ -58,6 +61,9 @@ func newPortView(p Port, stateless bool) portView {
 		mac := ap.MAC
 		if len(mac) == 0 {
 			mac = p.MAC
+		}
+		if ap.Invalid != "" || !ap.IP.IsValid() {
+			continue
 		}
 		if !seenMAC[mac.String()] {
 			seenMAC[mac.String()] = true

@@ -52,26 +52,17 @@ func optInt(p *int) string {
 }
 
 // normalise turns an OVO rule into an nrule; ok false drops the rule (bad
-// input is not the whole port's problem).
+// input is not the whole port's problem; checkRule says why, and Problems
+// reports it).
 func normalise(r Rule) (nrule, bool) {
-	if r.Direction != Ingress && r.Direction != Egress {
-		return nrule{}, false
-	}
-	if r.EtherType != IPv4 && r.EtherType != IPv6 {
+	if reason, _ := checkRule(r); reason != "" {
 		return nrule{}, false
 	}
 	n := nrule{dir: r.Direction, et: r.EtherType, min: r.PortRangeMin, max: r.PortRangeMax}
-	num, has, err := protocolNumber(r.Protocol, r.EtherType)
-	if err != nil {
-		return nrule{}, false
-	}
+	num, has, _ := protocolNumber(r.Protocol, r.EtherType)
 	n.proto, n.hasProto = num, has
 	if r.RemoteIPPrefix.IsValid() {
-		p := r.RemoteIPPrefix.Masked()
-		if p.Addr().Is4() != (r.EtherType == IPv4) {
-			return nrule{}, false
-		}
-		if p.Bits() > 0 {
+		if p := r.RemoteIPPrefix.Masked(); p.Bits() > 0 {
 			n.prefix = p
 		}
 	}
@@ -176,6 +167,10 @@ func l4Matches(r nrule, min, max *int) [][]of.MatchField {
 		if min == nil {
 			return [][]of.MatchField{nil}
 		}
+		// checkRule refuses these; no flow is the fail-closed answer.
+		if *min < 0 || *min > 255 || (max != nil && (*max < 0 || *max > 255)) {
+			return nil
+		}
 		typ, code := of.ICMPType, of.ICMPCode
 		if r.proto == of.IPProtoICMPv6 {
 			typ, code = of.ICMP6Type, of.ICMP6Code
@@ -187,8 +182,13 @@ func l4Matches(r nrule, min, max *int) [][]of.MatchField {
 		return [][]of.MatchField{m}
 	}
 	// The reference needs both bounds, and non-zero, to match on ports.
-	if !hasPorts(r.proto) || min == nil || max == nil || *min == 0 || *max == 0 || *min > 65535 || *max > 65535 {
+	if !hasPorts(r.proto) || min == nil || max == nil || *min == 0 || *max == 0 {
 		return [][]of.MatchField{nil}
+	}
+	// checkRule refuses these: a bound that does not fit 16 bits must not
+	// become "all ports" nor wrap.
+	if *min < 0 || *max < 0 || *min > 65535 || *max > 65535 || *min > *max {
+		return nil
 	}
 	var out [][]of.MatchField
 	for _, pm := range PortRangeMasks(uint16(*min), uint16(*max)) {

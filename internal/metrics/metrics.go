@@ -28,9 +28,12 @@ type Metrics struct {
 	rpcErrors      *vec[counter]
 	flows          *vec[gauge]
 	bundleApply    *vec[histogram]
+	ownerRejected  *vec[counter]
+	ownersHeld     *vec[gauge]
 	resyncs        *vec[counter]
 	loopDuration   *histogram
 	malformed      *vec[counter]
+	fwSkipped      *vec[counter]
 	inSyncGauge    *gauge
 	updateDevCalls *counter
 
@@ -98,10 +101,18 @@ func New() *Metrics {
 	m.flows = gaugeVec("bridge", "table")
 	fams = append(fams, gaugeFamily("ovsagent_flows", "Flows the agent owns, by bridge and table.", m.flows))
 	m.bundleApply = histMany("ovsagent_bundle_apply_seconds", "Time to apply one OpenFlow bundle, by bridge.", "bridge")
+	m.ownerRejected = counterMany("ovsagent_flow_owner_rejected_total",
+		"Owners whose flows the switch rejected in a bundle, by bridge and owner kind (the rest of the bundle was applied; the owner keeps its previous flows and is retried with back-off).",
+		"bridge", "kind")
+	m.ownersHeld = gaugeVec("bridge")
+	fams = append(fams, gaugeFamily("ovsagent_flow_owners_rejected",
+		"Owners whose latest flows the switch rejected and that are not applied yet, by bridge (their ports are not reported up).", m.ownersHeld))
 	m.resyncs = counterMany("ovsagent_resyncs_total", "Full resyncs, by reason.", "reason")
 	m.loopDuration = histOne("ovsagent_loop_duration_seconds", "Duration of one batch of the agent loop.")
 	m.malformed = counterMany("ovsagent_malformed_messages_total",
 		"Messages dropped because they could not be understood, by topic and reason.", "topic", "reason")
+	m.fwSkipped = counterMany("ovsagent_firewall_skipped_total",
+		"Security group rules, remote group / address group members, allowed address pairs and port values the firewall left out because they cannot be represented (translating the rest would allow more), by kind and reason.", "kind", "reason")
 	m.inSyncGauge = gaugeOne("ovsagent_in_sync",
 		"1 when the dataplane matches the agent's state and the server knows every port's status.")
 	m.updateDevCalls = counterOne("ovsagent_update_device_list_calls_total",
@@ -193,6 +204,22 @@ func (m *Metrics) ObserveBundle(bridge string, d time.Duration) {
 	}
 }
 
+// IncOwnerRejected counts one owner whose flows the switch rejected on
+// bridge; kind is the owner key's kind ("fw:port", "port", "net", ...).
+func (m *Metrics) IncOwnerRejected(bridge, kind string) {
+	if m != nil {
+		m.ownerRejected.with(bridge, kind).inc()
+	}
+}
+
+// SetOwnersRejected sets the number of owners of bridge whose flows the
+// switch rejects now.
+func (m *Metrics) SetOwnersRejected(bridge string, n int) {
+	if m != nil {
+		m.ownersHeld.with(bridge, "").set(float64(n))
+	}
+}
+
 // IncResync counts a full resync.
 func (m *Metrics) IncResync(reason string) {
 	if m != nil {
@@ -211,6 +238,14 @@ func (m *Metrics) ObserveLoop(d time.Duration) {
 func (m *Metrics) IncMalformed(topic, reason string) {
 	if m != nil {
 		m.malformed.with(topic, reason).inc()
+	}
+}
+
+// IncFirewallSkipped counts a rule, member, address pair or port value the
+// firewall left out.
+func (m *Metrics) IncFirewallSkipped(kind, reason string) {
+	if m != nil {
+		m.fwSkipped.with(kind, reason).inc()
 	}
 }
 

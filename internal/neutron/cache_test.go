@@ -444,3 +444,22 @@ func BenchmarkCacheUpdate(b *testing.B) {
 		b.Fatal("no events")
 	}
 }
+
+// A network_update that changes a VLAN network's segmentation id pushes the
+// Network only; the ports' binding levels keep the old id. The details must
+// carry the new one, or the ports stay on the old provider VLAN (the
+// reference learns it from get_network_details).
+func TestDetailsFollowNetworkSegmentationChange(t *testing.T) {
+	p := boundPort("p1", "h", 1)
+	p.BindingLevels[0].Segment = &NetworkSegment{ID: "seg1", NetworkID: "net1", NetworkType: "vlan", PhysicalNetwork: "physnet1", SegmentationID: intp(100)}
+	net := &Network{ID: "net1", MTU: 1500, Segments: []NetworkSegment{{ID: "seg1", NetworkID: "net1", NetworkType: "vlan", PhysicalNetwork: "physnet1", SegmentationID: intp(101)}}}
+	d, err := ComputeDeviceDetails("p1", p, net, "h")
+	if err != nil || d.SegmentationID == nil || *d.SegmentationID != 101 || d.PhysicalNetwork != "physnet1" {
+		t.Fatalf("details = %+v, %v; want segmentation_id 101 from the pushed network", d, err)
+	}
+	// A network that does not (yet) carry the port's segment leaves it alone.
+	other := &Network{ID: "net1", Segments: []NetworkSegment{{ID: "segX", SegmentationID: intp(7)}}}
+	if d, _ := ComputeDeviceDetails("p1", p, other, "h"); *d.SegmentationID != 100 {
+		t.Errorf("segmentation_id = %d, want the port's 100", *d.SegmentationID)
+	}
+}

@@ -147,7 +147,7 @@ func ComputeDeviceDetails(device string, p *Port, network *Network, host string)
 	if p == nil {
 		return d, nil
 	}
-	seg := p.Segment()
+	seg := fresherSegment(p.Segment(), network)
 	if seg == nil {
 		return d, nil
 	}
@@ -239,4 +239,22 @@ func (c *Cache) DevicesDetails(ctx context.Context, devices []string, host strin
 		details = append(details, d)
 	}
 	return details, failed
+}
+
+// fresherSegment is the port's bound segment as the network now has it. A
+// network_update that changes a VLAN network's segmentation id pushes the
+// Network, not its ports: the ports' binding levels keep the old id, and
+// the reference learns the new one from get_network_details
+// (_update_network_segmentation_id). The cached Network carries the same
+// segment, current, so its copy wins.
+func fresherSegment(seg *NetworkSegment, network *Network) *NetworkSegment {
+	if seg == nil || network == nil || seg.ID == "" {
+		return seg
+	}
+	for i := range network.Segments {
+		if s := &network.Segments[i]; s.ID == seg.ID {
+			return s
+		}
+	}
+	return seg
 }

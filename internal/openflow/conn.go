@@ -28,6 +28,16 @@ type BundleError struct {
 	Flow  string // its rendered text
 	Cmd   Command
 	Err   *Error // the switch's error for that flow_mod (or the commit error)
+	// Rejected is every flow_mod the switch named in an error, in the
+	// order of the errors: OVS checks each flow_mod as it is added, so one
+	// bundle names all the malformed ones, not only the first.
+	Rejected []RejectedMod
+}
+
+// RejectedMod is a flow_mod of a bundle the switch answered with an error.
+type RejectedMod struct {
+	Index int
+	Err   *Error
 }
 
 func (e *BundleError) Error() string {
@@ -706,11 +716,15 @@ func (c *Conn) Bundle(ctx context.Context, mods []FlowMod) error {
 		return fmt.Errorf("openflow: bundle commit: no reply")
 	}
 	// report the first error that names a flow_mod; else the commit error
+	be := &BundleError{Index: -1, Err: errs[0]}
 	for _, e := range errs {
 		if e.Xid > lo && e.Xid < barrier {
 			i := int(e.Xid - lo - 1)
-			return &BundleError{Index: i, Cmd: mods[i].Command, Flow: mods[i].Flow.String(), Err: e}
+			if be.Index < 0 {
+				be.Index, be.Cmd, be.Flow, be.Err = i, mods[i].Command, mods[i].Flow.String(), e
+			}
+			be.Rejected = append(be.Rejected, RejectedMod{Index: i, Err: e})
 		}
 	}
-	return &BundleError{Index: -1, Err: errs[0]}
+	return be
 }

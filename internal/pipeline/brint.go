@@ -88,7 +88,7 @@ func portNetwork(s *State, p *Port) *Network {
 		return nil
 	}
 	n := s.Networks[p.Net]
-	if n == nil || n.LocalVLAN == 0 || n.LocalVLAN >= DeadVLAN {
+	if n == nil || n.LocalVLAN == 0 || n.LocalVLAN >= DeadVLAN || !n.segmentOK() {
 		return nil
 	}
 	return n
@@ -106,7 +106,7 @@ func intPortFlows(s *State, p *Port) []of.Flow {
 	var fs []of.Flow
 	if s.Config.OVSFirewall() {
 		fs = firewallEntryFlows(s, p, n)
-	} else if !p.trusted() && p.PortSecurity {
+	} else if p.Filtered() {
 		fs = antiSpoofFlows(p)
 	}
 	if s.Config.egressDirect() {
@@ -128,7 +128,7 @@ func firewallEntryFlows(s *State, p *Port, n *Network) []of.Flow {
 	egress := func(next Table) of.Flow {
 		return flow(IntTransient, 100, of.Match{of.InPort(p.Ofport)}, append(cloneActs(regs), resubmit(next))...)
 	}
-	if p.trusted() || !p.PortSecurity {
+	if !p.Filtered() {
 		return []of.Flow{egress(IntAcceptOrIngress)}
 	}
 	fs := []of.Flow{egress(IntBaseEgress)}
@@ -161,7 +161,7 @@ func winsAAPMAC(s *State, p *Port, mac net.HardwareAddr) bool {
 		if o == p || o.Net != p.Net || o.Ofport == 0 || portNetwork(s, o) == nil {
 			continue
 		}
-		if !o.trusted() && o.PortSecurity {
+		if o.Filtered() {
 			for j, m := range o.allowedMACs() {
 				if !macEqual(m, mac) {
 					continue
@@ -212,8 +212,10 @@ func antiSpoofFlows(p *Port) []of.Flow {
 		if !a.IsValid() {
 			continue
 		}
-		if a.Addr().Is4() || a.Addr().Is4In6() {
-			v4 = append(v4, netip.PrefixFrom(a.Addr().Unmap(), min(a.Bits(), 32)).Masked())
+		// An IPv4-mapped IPv6 address is IPv6, as for the reference (netaddr's
+		// version): unmapping it let the port answer ARP for the IPv4 address.
+		if a.Addr().Is4() {
+			v4 = append(v4, a.Masked())
 		} else {
 			v6 = append(v6, a.Masked())
 		}

@@ -233,6 +233,9 @@ func physnetFlows(s *State, physnet string, pb *PhysBridge, out BridgeFlows) {
 }
 
 func networkFlows(s *State, n *Network, out BridgeFlows) {
+	if !n.segmentOK() {
+		return
+	}
 	switch {
 	case n.Type.IsTunnel():
 		if s.Tun != nil && s.Config.tunnelTypeEnabled(n.Type) {

@@ -22,6 +22,28 @@ const (
 // IsTunnel reports whether t is carried over br-tun.
 func (t NetworkType) IsTunnel() bool { return t == TypeVXLAN || t == TypeGRE || t == TypeGeneve }
 
+// ValidSegment reports whether seg fits the wire field of the network type,
+// within the bounds neutron's type drivers give it: a VLAN id 1..4094 (12
+// bits; 4095 is reserved), a VXLAN or Geneve VNI 1..2^24-1, a GRE key
+// 1..2^32-1. A value outside would be truncated in a match or an action
+// (VLAN 4196 became 100) and carry another network's traffic. Flat and
+// local networks have no segment to check.
+func (t NetworkType) ValidSegment(seg uint32) bool {
+	switch t {
+	case TypeVLAN:
+		return seg >= 1 && seg <= 4094
+	case TypeVXLAN, TypeGeneve:
+		return seg >= 1 && seg < 1<<24
+	case TypeGRE:
+		return seg >= 1
+	}
+	return true
+}
+
+// segmentOK: a network with a segment that does not fit gets no flows, and
+// its ports are treated as dead.
+func (n *Network) segmentOK() bool { return !n.Key.HasSeg || n.Type.ValidSegment(n.Key.SegID) }
+
 // Firewall drivers ([securitygroup] firewall_driver).
 const (
 	FirewallNoop           = "noop"
@@ -162,9 +184,20 @@ type AddressPair struct {
 	IP  netip.Prefix
 }
 
-// trusted reports whether the port belongs to Neutron itself (DHCP, router),
-// which get no anti-spoofing and no port filter.
-func (p *Port) trusted() bool { return strings.HasPrefix(p.DeviceOwner, "network:") }
+// Filtered reports whether the port's own traffic is filtered: anti-spoofing,
+// and with the OVS firewall its security groups. It is the one decision for
+// the pipeline and the firewall (internal/agent hands it to the firewall as
+// firewall.Port.PortSecurity), so table 60 and tables 71-94 cannot disagree.
+//
+// Ports without port security are not filtered, nor are the ports Neutron
+// owns itself (device_owner network:*: DHCP, router interfaces), which the
+// reference trusts: neutron-lib's is_port_trusted keeps them out of the
+// server's security group info, so the OVS firewall driver only passes them
+// through (process_trusted_ports), and the agent gives them no ARP
+// protection.
+func (p *Port) Filtered() bool {
+	return p.PortSecurity && !strings.HasPrefix(p.DeviceOwner, "network:")
+}
 
 // allowedMACs is the port MAC followed by the distinct AAP MACs, in input order.
 func (p *Port) allowedMACs() []net.HardwareAddr {

@@ -258,6 +258,19 @@ func TestReliabConfigErrors(t *testing.T) {
 		{name: "bad datapath_type", cfg: AgentConfig{Set: set("ovs", "datapath_type", "warp")}, option: "datapath_type", value: "warp"},
 		{name: "bridge name too long", cfg: AgentConfig{Set: set("ovs", "integration_bridge", "br-int-much-too-long")}, option: "integration_bridge", value: "br-int-much-too-long"},
 		{name: "bad ovsdb_connection", cfg: AgentConfig{OVSDB: "carrier-pigeon:1"}, option: "ovsdb_connection", value: "carrier-pigeon:1"},
+		// Fail closed (internal/config/options.go): features ovs-agent does not have are refused, never accepted and ignored.
+		{name: "iptables_hybrid refused", cfg: AgentConfig{Firewall: "iptables_hybrid"}, option: "firewall_driver", value: "iptables_hybrid"},
+		{name: "hybrid class path refused", cfg: AgentConfig{Firewall: "neutron.agent.linux.iptables_firewall.OVSHybridIptablesFirewallDriver"}, option: "firewall_driver", value: "OVSHybridIptablesFirewallDriver"},
+		{name: "DVR refused", cfg: AgentConfig{Set: set("agent", "enable_distributed_routing", "True")}, option: "enable_distributed_routing", value: "True"},
+		{name: "extensions refused", cfg: AgentConfig{Set: set("agent", "extensions", "qos,log")}, option: "extensions", value: "qos,log"},
+		{name: "made-up extension refused", cfg: AgentConfig{Set: set("agent", "extensions", "e2e_made_up")}, option: "extensions", value: "e2e_made_up"},
+		{name: "smartnic refused", cfg: AgentConfig{Set: set("agent", "baremetal_smartnic", "True")}, option: "baremetal_smartnic", value: "True"},
+		{name: "ovsdb over ssl refused", cfg: AgentConfig{OVSDB: "ssl:127.0.0.1:6640"}, option: "ovsdb_connection", value: "ssl:127.0.0.1:6640"},
+		{name: "bandwidth inventory refused", cfg: AgentConfig{Set: set("ovs", "resource_provider_bandwidths", "br-phys:1000:1000")}, option: "resource_provider_bandwidths", value: "br-phys:1000:1000"},
+		{name: "quorum queues refused", cfg: AgentConfig{Set: set("oslo_messaging_rabbit", "rabbit_quorum_queue", "true")}, option: "rabbit_quorum_queue", value: "true"},
+		{name: "quorum queues not a bool", cfg: AgentConfig{Set: set("oslo_messaging_rabbit", "rabbit_quorum_queue", "maybe")}, option: "rabbit_quorum_queue", value: "maybe"},
+		{name: "durable queues refused", cfg: AgentConfig{Set: set("oslo_messaging_rabbit", "amqp_durable_queues", "True")}, option: "amqp_durable_queues", value: "True"},
+		{name: "syslog refused", cfg: AgentConfig{Set: set("DEFAULT", "use_syslog", "True")}, option: "use_syslog", value: "True"},
 		{name: "ssl CA file missing", cfg: AgentConfig{Set: map[string]map[string]string{"oslo_messaging_rabbit": {"ssl": "True", "ssl_ca_file": "/nonexistent/e2e-ca.pem"}}}, option: "ssl_ca_file", value: "/nonexistent/e2e-ca.pem"},
 	}
 	before, err := ovsState(e.Ctx, e.OVS)

@@ -1,0 +1,328 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Status says what ovs-agent does with one option of the reference agent.
+// Every option the reference reads in the sections below has exactly one
+// entry in optionTable; TestOptionTableCoversReference keeps it that way, and
+// docs/options.md is rendered from it (TestOptionsDoc).
+type Status int
+
+const (
+	// Honoured: read and applied as the reference applies it.
+	Honoured Status = iota
+	// NoEffect: the reference reads it, but it governs machinery ovs-agent
+	// does not have (a root helper, an ovsdb-client subprocess, kombu's
+	// connection pool); any value is accepted and changes nothing.
+	NoEffect
+	// Refused: any value other than the reference default is refused at
+	// load: the feature behind it is not in ovs-agent.
+	Refused
+	// Partial: some values are honoured, the others refused (Accept says
+	// which).
+	Partial
+)
+
+func (s Status) String() string {
+	switch s {
+	case Honoured:
+		return "honoured"
+	case NoEffect:
+		return "no effect"
+	case Refused:
+		return "refused"
+	case Partial:
+		return "partly refused"
+	}
+	return "?"
+}
+
+// OptionInfo is one row of the option table.
+type OptionInfo struct {
+	Section string // DEFAULT, agent, ovs, securitygroup, network_log, oslo_messaging_rabbit, ovsagent
+	Name    string
+	Default string // the reference default, as written in a config file
+	Status  Status
+	// Why explains a NoEffect, Refused or Partial status (what is missing).
+	Why string
+	// Accept reports whether a raw value is one ovs-agent honours. Nil for
+	// Honoured and NoEffect; for Refused it accepts the default only.
+	// Accept sees the whole configuration for choices that depend on
+	// another option (explicitly_egress_direct on the firewall driver).
+	Accept func(v string, all *Raw) bool
+	// Refuse is one value the option refuses (the option-table test and
+	// docs use it); empty for Honoured and NoEffect.
+	Refuse string
+}
+
+const notYet = "not supported by ovs-agent yet"
+
+// accept helpers: what a Refused or Partial option lets through.
+func isFalse(v string, _ *Raw) bool { b, ok := parseBool(v); return ok && !b }
+func isEmpty(v string, _ *Raw) bool { return strings.TrimSpace(v) == "" }
+func isEmptyList(v string, _ *Raw) bool {
+	return len(splitList(v)) == 0
+}
+func isOneOf(vals ...string) func(string, *Raw) bool {
+	return func(v string, _ *Raw) bool {
+		v = strings.TrimSpace(v)
+		for _, w := range vals {
+			if strings.EqualFold(v, w) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// The six sections the issue of failing closed names, plus ovsagent's own.
+var optionTable = func() []OptionInfo {
+	h := func(sec, name, def string) OptionInfo {
+		return OptionInfo{Section: sec, Name: name, Default: def, Status: Honoured}
+	}
+	ne := func(sec, name, def, why string) OptionInfo {
+		return OptionInfo{Section: sec, Name: name, Default: def, Status: NoEffect, Why: why}
+	}
+	refBool := func(sec, name, why string) OptionInfo {
+		return OptionInfo{Section: sec, Name: name, Default: "False", Status: Refused, Why: why, Accept: isFalse, Refuse: "True"}
+	}
+	refEmpty := func(sec, name, why, refuse string) OptionInfo {
+		return OptionInfo{Section: sec, Name: name, Default: "", Status: Refused, Why: why, Accept: isEmpty, Refuse: refuse}
+	}
+	part := func(sec, name, def, why, refuse string, accept func(string, *Raw) bool) OptionInfo {
+		return OptionInfo{Section: sec, Name: name, Default: def, Status: Partial, Why: why, Accept: accept, Refuse: refuse}
+	}
+	const (
+		def, agent, ovs, sg, nlog, rabbit, own = "DEFAULT", "agent", "ovs", "securitygroup", "network_log", "oslo_messaging_rabbit", "ovsagent"
+		noHelper                               = "ovs-agent runs no command through a root helper: it speaks OVSDB and OpenFlow itself"
+		noMonitor                              = "ovs-agent always follows OVSDB through its own monitor (the reference's minimize_polling = True behaviour); there is no ovsdb-client process"
+		noPool                                 = "ovs-agent keeps one AMQP connection; there is no kombu connection pool"
+		logFmt                                 = "oslo.log formatting is " + notYet + "; ovs-agent writes its own line format"
+		logExt                                 = "used only by the log agent extension, which is refused (agent.extensions)"
+		ovsdbTLS                               = "TLS to OVSDB (ssl:) is " + notYet
+		quorum                                 = "quorum and stream queues, and the queue manager, are " + notYet + " (ovs-agent declares classic queues)"
+	)
+	return []OptionInfo{
+		// [DEFAULT], the part the agent reads (neutron's own, oslo.messaging's, oslo.log's).
+		h(def, "host", "<hostname>"),
+		h(def, "transport_url", ""),
+		h(def, "control_exchange", "neutron"),
+		h(def, "rpc_response_timeout", "60"),
+		h(def, "rpc_response_max_timeout", "600"),
+		h(def, "rpc_resources_processing_step", "20"),
+		ne(def, "executor_thread_pool_size", "64", "ovs-agent handles messages on goroutines, not an executor pool"),
+		refBool(def, "rpc_ping_enabled", "the oslo_rpc_server_ping endpoint is "+notYet),
+		ne(def, "state_path", "/var/lib/neutron", "the OVS agent keeps no files under state_path"),
+		h(def, "debug", "False"),
+		h(def, "log_file", ""),
+		h(def, "log_dir", ""),
+		refBool(def, "use_syslog", "logging to syslog is "+notYet),
+		refBool(def, "use_journal", "logging to the journal is "+notYet+" (under systemd, stderr reaches the journal)"),
+		refBool(def, "use_json", "JSON log lines are "+notYet),
+		ne(def, "use_stderr", "False", "ovs-agent writes to stderr when no log file is set, to the file otherwise (as oslo.log with use_stderr = False)"),
+		refEmpty(def, "log_config_append", "a Python logging configuration file cannot be read by ovs-agent", "/etc/neutron/logging.conf"),
+		refEmpty(def, "default_log_levels", "per-library log levels are "+notYet, "amqp=WARN"),
+		part(def, "syslog_log_facility", "LOG_USER", "used only with use_syslog, which is refused", "LOG_LOCAL0", isOneOf("LOG_USER")),
+		refBool(def, "watch_log_file", "watching the log file is "+notYet+"; ovs-agent reopens it on SIGHUP (logrotate)"),
+		refEmpty(def, "log_date_format", logFmt, "%H:%M"),
+		refEmpty(def, "logging_context_format_string", logFmt, "%(message)s"),
+		refEmpty(def, "logging_default_format_string", logFmt, "%(message)s"),
+		refEmpty(def, "logging_debug_format_suffix", logFmt, "%(funcName)s"),
+		refEmpty(def, "logging_exception_prefix", logFmt, "%(asctime)s"),
+		refEmpty(def, "logging_user_identity_format", logFmt, "%(user)s"),
+		refEmpty(def, "instance_format", logFmt, "[instance: %(uuid)s]"),
+		refEmpty(def, "instance_uuid_format", logFmt, "[instance: %(uuid)s]"),
+		refBool(def, "publish_errors", "publishing errors as notifications is "+notYet),
+		refEmpty(def, "log_rotation_type", "log rotation by oslo.log is "+notYet+"; rotate with logrotate and SIGHUP", "size"),
+		ne(def, "log_rotate_interval", "1", "used only with log_rotation_type, which is refused"),
+		ne(def, "log_rotate_interval_type", "days", "used only with log_rotation_type, which is refused"),
+		ne(def, "max_logfile_count", "30", "used only with log_rotation_type, which is refused"),
+		ne(def, "max_logfile_size_mb", "200", "used only with log_rotation_type, which is refused"),
+		refEmpty(def, "rate_limit_interval", "log rate limiting by oslo.log is "+notYet, "1"),
+		ne(def, "rate_limit_burst", "0", "used only with rate_limit_interval, which is refused"),
+		ne(def, "rate_limit_except_level", "CRITICAL", "used only with rate_limit_interval, which is refused"),
+		refBool(def, "use_eventlog", "the Windows event log does not exist here"),
+		refBool(def, "fatal_deprecations", "ovs-agent reads no deprecated option"),
+
+		// [agent]
+		h(agent, "polling_interval", "2"),
+		h(agent, "tunnel_types", ""),
+		h(agent, "vxlan_udp_port", "4789"),
+		h(agent, "l2_population", "False"),
+		h(agent, "arp_responder", "False"),
+		h(agent, "dont_fragment", "True"),
+		refBool(agent, "enable_distributed_routing", "DVR is "+notYet+": no DVR RPC, no DVR flows"),
+		refBool(agent, "drop_flows_on_start", "dropping all flows at start is "+notYet+"; ovs-agent keeps traffic flowing and removes stale flows by cookie"),
+		h(agent, "tunnel_csum", "False"),
+		refBool(agent, "baremetal_smartnic", "smart-NIC baremetal ports are "+notYet),
+		h(agent, "explicitly_egress_direct", "False"),
+		h(agent, "dscp", ""),
+		h(agent, "dscp_inherit", "False"),
+		h(agent, "quitting_rpc_timeout", "10"),
+		h(agent, "report_interval", "30"),
+		h(agent, "log_agent_heartbeats", "False"),
+		OptionInfo{Section: agent, Name: "extensions", Status: Refused, Accept: isEmptyList, Refuse: "qos",
+			Why: "no agent extension (qos, log, fdb, local_ip, dhcp, metadata_path) is in ovs-agent yet"},
+		ne(agent, "minimize_polling", "True", noMonitor),
+		ne(agent, "ovsdb_monitor_respawn_interval", "30", noMonitor),
+		ne(agent, "veth_mtu", "9000", "ovs-agent makes no veth pairs (patch ports only, as the reference since Stein)"),
+		ne(agent, "root_helper", "sudo", noHelper),
+		ne(agent, "root_helper_daemon", "", noHelper),
+		ne(agent, "use_helper_for_ns_read", "True", noHelper),
+
+		// [ovs]
+		h(ovs, "integration_bridge", "br-int"),
+		h(ovs, "tunnel_bridge", "br-tun"),
+		h(ovs, "int_peer_patch_port", "patch-tun"),
+		h(ovs, "tun_peer_patch_port", "patch-int"),
+		h(ovs, "local_ip", ""),
+		h(ovs, "bridge_mappings", ""),
+		h(ovs, "datapath_type", "system"),
+		h(ovs, "vhostuser_socket_dir", "/var/run/openvswitch"),
+		ne(ovs, "of_listen_address", "127.0.0.1", "ovs-agent speaks OpenFlow over each bridge's management socket and opens no listener"),
+		ne(ovs, "of_listen_port", "6633", "ovs-agent speaks OpenFlow over each bridge's management socket and opens no listener"),
+		h(ovs, "of_connect_timeout", "300"),
+		h(ovs, "of_request_timeout", "300"),
+		h(ovs, "of_inactivity_probe", "10"),
+		ne(ovs, "openflow_processed_per_port", "False", "ovs-agent always applies a bridge's changes in one bundle"),
+		part(ovs, "ovsdb_connection", "tcp:127.0.0.1:6640", ovsdbTLS, "ssl:127.0.0.1:6640",
+			func(v string, _ *Raw) bool { return !strings.HasPrefix(strings.TrimSpace(v), "ssl:") }),
+		refEmpty(ovs, "ssl_key_file", ovsdbTLS, "/etc/neutron/ovsdb.key"),
+		refEmpty(ovs, "ssl_cert_file", ovsdbTLS, "/etc/neutron/ovsdb.pem"),
+		refEmpty(ovs, "ssl_ca_cert_file", ovsdbTLS, "/etc/neutron/ovsdb-ca.pem"),
+		ne(ovs, "ovsdb_debug", "False", "ovs-agent has no ovsdbapp to debug; debug = True logs its OVSDB work"),
+		h(ovs, "ovsdb_timeout", "10"),
+		h(ovs, "bridge_mac_table_size", "50000"),
+		h(ovs, "igmp_snooping_enable", "False"),
+		refBool(ovs, "igmp_flood", "the igmp_flood settings are "+notYet),
+		refBool(ovs, "igmp_flood_reports", "the igmp_flood settings are "+notYet),
+		refBool(ovs, "igmp_flood_unregistered", "the igmp_flood settings are "+notYet),
+		refEmpty(ovs, "resource_provider_bandwidths", "placement bandwidth inventories are "+notYet, "br-phys:1000:1000"),
+		h(ovs, "resource_provider_hypervisors", ""),
+		refEmpty(ovs, "resource_provider_default_hypervisor", "placement inventories are "+notYet, "hv1"),
+		refEmpty(ovs, "resource_provider_inventory_defaults", "placement inventories are "+notYet, "reserved:1"),
+		refEmpty(ovs, "resource_provider_packet_processing_without_direction", "placement packet-rate inventories are "+notYet, ":1000"),
+		refEmpty(ovs, "resource_provider_packet_processing_with_direction", "placement packet-rate inventories are "+notYet, ":1000:1000"),
+		refEmpty(ovs, "resource_provider_packet_processing_inventory_defaults", "placement packet-rate inventories are "+notYet, "reserved:1"),
+		refBool(ovs, "qos_meter_bandwidth", "QoS is "+notYet),
+		ne(ovs, "trunk_enabled", "True", "trunk ports are "+notYet+"; True (the default) is accepted because every configuration carries it, and no trunk is ever reported ACTIVE"),
+
+		// [securitygroup]
+		part(sg, "firewall_driver", "", "the iptables_hybrid driver is "+notYet+" (openvswitch and noop are)", "iptables_hybrid",
+			func(v string, all *Raw) bool {
+				n, ok := normalizeFirewall(v)
+				sgOn, set := all.Lookup("securitygroup", "enable_security_group")
+				// With security groups off the reference runs the noop driver whatever this says.
+				return !ok || n != FirewallIptablesHybrid || (set && isFalse(sgOn, all))
+			}),
+		h(sg, "enable_security_group", "True"),
+		ne(sg, "enable_ipset", "True", "used only by the iptables drivers"),
+		h(sg, "permitted_ethertypes", ""),
+
+		// [network_log]
+		ne(nlog, "rate_limit", "100", logExt),
+		ne(nlog, "burst_limit", "25", logExt),
+		ne(nlog, "local_output_log_base", "", logExt),
+
+		// [oslo_messaging_rabbit]
+		h(rabbit, "ssl", "False"),
+		h(rabbit, "ssl_ca_file", ""),
+		h(rabbit, "ssl_cert_file", ""),
+		h(rabbit, "ssl_key_file", ""),
+		refEmpty(rabbit, "ssl_version", "choosing the TLS version is "+notYet+" (ovs-agent offers TLS 1.2 and 1.3)", "TLSv1_2"),
+		refBool(rabbit, "ssl_enforce_fips_mode", "FIPS mode is "+notYet),
+		part(rabbit, "ssl_enforce_hostname_verification", "False", "ovs-agent always verifies the broker's name in its certificate", "False", func(v string, _ *Raw) bool { b, ok := parseBool(v); return !ok || b }),
+		h(rabbit, "heartbeat_timeout_threshold", "60"),
+		h(rabbit, "heartbeat_rate", "2"),
+		ne(rabbit, "heartbeat_in_pthread", "False", "ovs-agent's heartbeats run on their own goroutine whatever this says"),
+		h(rabbit, "rabbit_retry_interval", "1"),
+		h(rabbit, "rabbit_retry_backoff", "2"),
+		h(rabbit, "rabbit_interval_max", "30"),
+		h(rabbit, "rabbit_transient_queues_ttl", "1800"),
+		h(rabbit, "rabbit_qos_prefetch_count", "0"),
+		refBool(rabbit, "amqp_durable_queues", "durable queues are "+notYet),
+		refBool(rabbit, "amqp_auto_delete", "auto-delete queues and exchanges are "+notYet),
+		refBool(rabbit, "rabbit_ha_queues", "the x-ha-policy queue argument is "+notYet),
+		refBool(rabbit, "rabbit_quorum_queue", quorum),
+		refBool(rabbit, "rabbit_transient_quorum_queue", quorum),
+		refBool(rabbit, "rabbit_stream_fanout", quorum),
+		refBool(rabbit, "use_queue_manager", quorum),
+		ne(rabbit, "rabbit_quorum_delivery_limit", "0", "used only with quorum queues, which are refused"),
+		ne(rabbit, "rabbit_quorum_max_memory_length", "0", "used only with quorum queues, which are refused"),
+		ne(rabbit, "rabbit_quorum_max_memory_bytes", "0", "used only with quorum queues, which are refused"),
+		ne(rabbit, "rabbit_quroum_max_memory_length", "0", "the old misspelt name; used only with quorum queues, which are refused"),
+		ne(rabbit, "rabbit_quroum_max_memory_bytes", "0", "the old misspelt name; used only with quorum queues, which are refused"),
+		ne(rabbit, "hostname", "<hostname>", "used only by the queue manager, which is refused"),
+		ne(rabbit, "processname", "<program name>", "used only by the queue manager, which is refused"),
+		ne(rabbit, "kombu_reconnect_delay", "1.0", "ovs-agent reconnects after rabbit_retry_interval and rabbit_retry_backoff"),
+		ne(rabbit, "kombu_reconnect_splay", "0.0", "ovs-agent reconnects after rabbit_retry_interval and rabbit_retry_backoff"),
+		refEmpty(rabbit, "kombu_compression", "compressed messages are "+notYet, "gzip"),
+		ne(rabbit, "kombu_missing_consumer_retry_timeout", "60", "ovs-agent consumes no reply to a call it did not make"),
+		part(rabbit, "kombu_failover_strategy", "round-robin", "ovs-agent tries the brokers of transport_url in order (round-robin); shuffle is "+notYet, "shuffle", isOneOf("round-robin")),
+		part(rabbit, "rabbit_login_method", "AMQPLAIN", "ovs-agent logs in with user and password (PLAIN or AMQPLAIN, the same credentials); RABBIT-CR-DEMO is "+notYet, "RABBIT-CR-DEMO", isOneOf("AMQPLAIN", "PLAIN")),
+		ne(rabbit, "direct_mandatory_flag", "True", "ovs-agent replies with the mandatory flag and drops a reply nobody waits for"),
+		refBool(rabbit, "enable_cancel_on_failover", "x-cancel-on-ha-failover is "+notYet),
+		ne(rabbit, "rpc_conn_pool_size", "30", noPool),
+		ne(rabbit, "conn_pool_min_size", "2", noPool),
+		ne(rabbit, "conn_pool_ttl", "1200", noPool),
+
+		// [ovsagent]: ovs-agent's own additions, ignored by the reference.
+		h(own, "metrics_listen", "127.0.0.1:9177"),
+		h(own, "batch_window_ms", "10"),
+		h(own, "device_list_chunk_size", "0"),
+		h(own, "memory_limit_mib", "0"),
+		h(own, "debug_pprof", "False"),
+	}
+}()
+
+// OptionTable lists the option table (sorted by section order, then name).
+func OptionTable() []OptionInfo {
+	out := append([]OptionInfo(nil), optionTable...)
+	order := map[string]int{"DEFAULT": 0, "agent": 1, "ovs": 2, "securitygroup": 3, "network_log": 4, "oslo_messaging_rabbit": 5, "ovsagent": 6}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Section != out[j].Section {
+			return order[out[i].Section] < order[out[j].Section]
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// RefusedError is an option set to a value ovs-agent does not implement.
+type RefusedError struct {
+	Option string // section.key
+	Value  string
+	Why    string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("config: %s = %q is %s: %s", e.Option, e.Value, notYet, oneLine(e.Why))
+}
+
+// checkSupport refuses every option set to a value the table does not let
+// through. This is the one place where "honoured or refused" is decided.
+func checkSupport(raw *Raw) error {
+	for _, o := range OptionTable() {
+		if o.Accept == nil {
+			continue
+		}
+		v, ok := raw.Lookup(o.Section, o.Name)
+		if !ok {
+			continue
+		}
+		if o.Default == "False" || o.Default == "True" {
+			if _, isBool := parseBool(v); !isBool {
+				return &Error{Option: optName(o.Section, o.Name), Value: v, Reason: "not a boolean (true/false, yes/no, on/off, 1/0)"}
+			}
+		}
+		if o.Accept(v, raw) {
+			continue
+		}
+		return &RefusedError{Option: optName(o.Section, o.Name), Value: v, Why: o.Why}
+	}
+	return nil
+}
