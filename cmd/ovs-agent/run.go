@@ -84,6 +84,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	of := agent.NewOFBridges(log)
+	of.RequestTimeout, of.InactivityProbe = cfg.OVS.OFRequestTimeout, cfg.OVS.OFInactivityProbe
 	defer of.Close()
 
 	reporter := &neutron.Reporter{Client: client, Interval: cfg.Agent.ReportInterval}
@@ -144,6 +145,11 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 			return fmt.Errorf("ovsagent.metrics_listen: %w", err)
 		}
 		ms.Handle("/explain/", explainHandler(ag))
+		ms.Live(ag.Alive)
+		ms.Ready(ag.LoopCheck)
+		ms.Ready(of.Check)
+		ms.Ready(metrics.Up("ovsdb", oc.Connected))
+		ms.Ready(metrics.Up("amqp", tr.Connected))
 		if cfg.OVSAgent.DebugPprof {
 			mountPprof(ms)
 		}

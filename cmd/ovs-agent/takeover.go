@@ -170,7 +170,7 @@ func takeoverInputs(ctx context.Context, cfg *config.Config, log *slog.Logger) (
 		if bi, err := oc.Bridge(ctx, br); err == nil {
 			in.Controllers[br] = bi.Controllers
 		}
-		conn, err := openflow.Dial(ctx, oc.MgmtSocket(br), openflow.Options{Logger: log})
+		conn, err := openflow.Dial(ctx, oc.MgmtSocket(br), openflow.Options{Logger: log, RequestTimeout: cfg.OVS.OFRequestTimeout})
 		if err != nil {
 			return nil, fmt.Errorf("openflow %s: %w", br, err)
 		}

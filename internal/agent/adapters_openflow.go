@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +20,10 @@ import (
 type OFBridges struct {
 	log    *slog.Logger
 	events chan DataplaneEvent
+	// RequestTimeout and InactivityProbe are [ovs] of_request_timeout and
+	// of_inactivity_probe for the connections Add makes (see
+	// openflow.Options); set them before the first Add.
+	RequestTimeout, InactivityProbe time.Duration
 
 	mu      sync.Mutex
 	bridges map[string]*ofBridge
@@ -46,7 +52,7 @@ func (o *OFBridges) Add(ctx context.Context, bridge, mgmtPath string) error {
 	if ok {
 		return nil
 	}
-	opt := openflow.Options{Logger: o.log, OnReconnect: func() {
+	opt := openflow.Options{Logger: o.log, RequestTimeout: o.RequestTimeout, InactivityProbe: o.InactivityProbe, OnReconnect: func() {
 		select {
 		case o.events <- DataplaneEvent{Bridge: bridge}:
 		default:
@@ -200,6 +206,24 @@ func (o *OFBridges) CanaryPresent(ctx context.Context, bridge string) (bool, err
 		return false, fmt.Errorf("openflow: canary on %s: %w", bridge, err)
 	}
 	return len(fs) > 0, nil
+}
+
+// Check is the bridges' part of readiness: nil when every bridge's OpenFlow
+// connection is up, else which are down. Safe from any goroutine.
+func (o *OFBridges) Check() error {
+	o.mu.Lock()
+	var down []string
+	for br, b := range o.bridges {
+		if !b.conn.Connected() {
+			down = append(down, br)
+		}
+	}
+	o.mu.Unlock()
+	if len(down) == 0 {
+		return nil
+	}
+	sort.Strings(down)
+	return fmt.Errorf("openflow: %s not connected", strings.Join(down, ", "))
 }
 
 // Events implements Flows.

@@ -23,6 +23,13 @@ func runRealAgent(t *testing.T, o *ovstest.OVS, srv *fakeServer) (*harness, *OFB
 // from the real adapter (the adapter itself when wrap is nil).
 func runRealAgentWith(t *testing.T, o *ovstest.OVS, srv *fakeServer, wrap func(*OFBridges) Flows) (*harness, *OFBridges) {
 	t.Helper()
+	return runRealAgentTuned(t, o, srv, nil, wrap)
+}
+
+// runRealAgentTuned is runRealAgentWith with tune (when not nil) applied to
+// the OpenFlow bridges and the options before anything starts.
+func runRealAgentTuned(t *testing.T, o *ovstest.OVS, srv *fakeServer, tune func(*OFBridges, *Options), wrap func(*OFBridges) Flows) (*harness, *OFBridges) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	c, err := ovsdb.Dial(ctx, o.DB, ovsdb.Options{RunDir: o.Dir, Logger: testLogger()})
 	if err != nil {
@@ -38,12 +45,15 @@ func runRealAgentWith(t *testing.T, o *ovstest.OVS, srv *fakeServer, wrap func(*
 		t.Fatal(err)
 	}
 	of := NewOFBridges(testLogger())
+	opt := testOpts(true)
+	if tune != nil {
+		tune(of, &opt)
+	}
 	for _, br := range l.Bridges() {
 		if err := of.Add(ctx, br, o.Mgmt(br)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	opt := testOpts(true)
 	opt.LocalIP = "192.0.2.1"
 	opt.Pipeline = pipeline.Config{FirewallDriver: "openvswitch", EnableSecurityGroup: true, L2Population: true,
 		TunnelTypes: []pipeline.NetworkType{pipeline.TypeVXLAN}}

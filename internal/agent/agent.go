@@ -60,6 +60,9 @@ type Options struct {
 	// RecordRPC makes the agent record its RPC calls in the metrics; off
 	// when the transport's observer already does.
 	RecordRPC bool
+	// StuckAfter: a batch running longer is reported stuck (LoopCheck, the
+	// log) until it returns (default 1 min; see watchdog.go).
+	StuckAfter time.Duration
 }
 
 func (o *Options) defaults() {
@@ -77,6 +80,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxInflightReports <= 0 {
 		o.MaxInflightReports = 2
+	}
+	if o.StuckAfter <= 0 {
+		o.StuckAfter = defaultStuckAfter
 	}
 }
 
@@ -181,6 +187,8 @@ type Agent struct {
 	lastBatchEnd  time.Time         // when the loop's last batch returned (zero: none yet)
 	reread        map[string]bool   // bridges whose flows are re-read before the next apply (OpenFlow reconnect)
 	idle          *idleRelease      // returns a burst's garbage to the OS once idle
+	busySince     atomic.Int64      // unix ns the current batch started, 0 while waiting (watchdog.go)
+	loopState     atomic.Int32      // loopNotStarted, loopRunning, loopStopped
 	ct            *conntrackCleaner // nil without Deps.Conntrack
 }
 
@@ -268,6 +276,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.tunnelSync[t] = &retry{}
 	}
 
+	a.loopState.Store(loopRunning)
+	defer a.loopState.Store(loopStopped)
 	a.callBase = ctx
 	if a.opt.QuitGrace > 0 {
 		base, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
@@ -289,6 +299,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		}()
 	}
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); a.watchLoop(ctx) }()
 	if a.d.Reporter != nil && a.opt.ReportInterval > 0 {
 		wg.Add(1)
 		go func() { defer wg.Done(); a.reportLoop(ctx) }()
@@ -312,11 +324,13 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	// Set the bridges up before anything else; the first batch waits for
 	// the monitor's snapshot.
+	a.beginWork()
 	a.setupBridges(ctx)
 	if a.bridgesOK {
 		a.adoptTunnels(ctx)
 		a.takeInstalledFirewall()
 	}
+	a.endWork()
 	for {
 		// Wait for something to do.
 		a.armWake(wake)
@@ -363,7 +377,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.onEvent(ev)
 		}
 		start := time.Now()
+		a.beginWork()
 		a.batch(ctx)
+		a.endWork()
 		a.d.Metrics.ObserveLoop(time.Since(start))
 		a.lastBatchEnd = a.now()
 		a.idle.afterBatch(a.inSync)

@@ -1,5 +1,5 @@
 // Package metrics holds ovsagent's Prometheus metrics and the HTTP endpoint
-// that serves them with /healthz.
+// that serves them with the probes (/livez, /readyz, /healthz).
 //
 // Every metric lives on its Metrics value (there is no global registry) so
 // tests and several agents in one process do not collide. All methods are
@@ -256,7 +256,8 @@ func (m *Metrics) IncUpdateDeviceList() {
 	}
 }
 
-// SetInSync records whether the agent is in sync; /healthz answers from it.
+// SetInSync records whether the agent is in sync; /readyz (and /healthz)
+// answers from it.
 func (m *Metrics) SetInSync(ok bool) {
 	if m == nil {
 		return
