@@ -85,6 +85,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	of := agent.NewOFBridges(log)
 	of.RequestTimeout, of.InactivityProbe = cfg.OVS.OFRequestTimeout, cfg.OVS.OFInactivityProbe
+	of.ConnectTimeout = cfg.OVS.OFConnectTimeout
 	defer of.Close()
 
 	reporter := &neutron.Reporter{Client: client, Interval: cfg.Agent.ReportInterval}

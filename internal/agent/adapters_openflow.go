@@ -24,6 +24,10 @@ type OFBridges struct {
 	// of_inactivity_probe for the connections Add makes (see
 	// openflow.Options); set them before the first Add.
 	RequestTimeout, InactivityProbe time.Duration
+	// ConnectTimeout bounds the first connection to a bridge ([ovs]
+	// of_connect_timeout: the reference gives up on a switch that has not
+	// connected by then and exits); 0 waits as long as ctx.
+	ConnectTimeout time.Duration
 
 	mu      sync.Mutex
 	bridges map[string]*ofBridge
@@ -59,6 +63,11 @@ func (o *OFBridges) Add(ctx context.Context, bridge, mgmtPath string) error {
 		}
 	}}
 	backoff := 100 * time.Millisecond
+	if o.ConnectTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.ConnectTimeout)
+		defer cancel()
+	}
 	for {
 		conn, err := openflow.Dial(ctx, mgmtPath, opt)
 		if err == nil {
