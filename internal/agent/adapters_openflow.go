@@ -219,6 +219,13 @@ func (o *OFBridges) CanaryPresent(ctx context.Context, bridge string) (bool, err
 	return len(fs) > 0, nil
 }
 
+// Connected reports whether the bridge's OpenFlow connection is up (false
+// for a bridge not added).
+func (o *OFBridges) Connected(bridge string) bool {
+	b, err := o.get(bridge)
+	return err == nil && b.conn.Connected()
+}
+
 // Events implements Flows.
 func (o *OFBridges) Events() <-chan DataplaneEvent { return o.events }
 

@@ -421,6 +421,14 @@ func (c *Conn) WaitConnected(ctx context.Context) error {
 	}
 }
 
+// Connected reports whether a session is up right now (for the metrics:
+// it neither waits nor dials).
+func (c *Conn) Connected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sess != nil && !c.closed
+}
+
 // DPID is the datapath id learnt at the last handshake.
 func (c *Conn) DPID() uint64 {
 	c.mu.Lock()
