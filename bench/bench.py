@@ -654,7 +654,7 @@ class Agent:
         """ours: /healthz; reference: a completed rpc_loop line of this pid in the log."""
         if self.kind == "ours":
             r = subprocess.run(["ip", "netns", "exec", NS, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
-                                "--max-time", "1", "http://127.0.0.1:9177/healthz"],
+                                "--max-time", "1", "http://127.0.0.1:19696/healthz"],
                                capture_output=True, text=True, env=ENV)
             return r.stdout.strip() == "200"
         return self.first_loop_line() is not None
@@ -673,7 +673,7 @@ class Agent:
     def metrics(self):
         if self.kind != "ours":
             return ""
-        return nsx(NS, "curl", "-s", "--max-time", "3", "http://127.0.0.1:9177/metrics", check=False)
+        return nsx(NS, "curl", "-s", "--max-time", "3", "http://127.0.0.1:19696/metrics", check=False)
 
 
 STAGES = ("vswitchd", "server_data", "agent", "dataplane", "report_queue", "server")
@@ -1061,7 +1061,7 @@ def run_agent(kind, args, ours_bin, net, floor_res, results):
                 if kind == "ours" and args.heap_profile:
                     # After the RSS and idle figures, which it would disturb; gc=1: live objects only.
                     nsx(NS, "curl", "-s", "--max-time", "30", "-o", os.path.join(OUT, "heap-ours-%d.pprof" % n),
-                        "http://127.0.0.1:9177/debug/pprof/heap?gc=1", check=False)
+                        "http://127.0.0.1:19696/debug/pprof/heap?gc=1", check=False)
                 if args.restart:
                     log("agent restart with %d+2 ports, ping %s -> %s every 100 ms" % (n, VMS[0], VMS[1]))
                     R["restart"] = measure_restart(agent, net, vmp[1]["ip"], args.max_wait)

@@ -116,6 +116,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 			return err
 		}
 	}
+	watchConnections(m, tr, oc, of, layout.Bridges())
 
 	if cfg.Agent.ReportInterval > 0 {
 		sys, _ := oc.System(ctx)
@@ -132,13 +133,9 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 
 	if cfg.OVSAgent.MetricsListen != "" {
-		ms, err := metrics.Listen(cfg.OVSAgent.MetricsListen, m)
+		ms, err := listenMetrics(cfg, m, explainHandler(ag))
 		if err != nil {
-			return fmt.Errorf("ovsagent.metrics_listen: %w", err)
-		}
-		ms.Handle("/explain/", explainHandler(ag))
-		if cfg.OVSAgent.DebugPprof {
-			mountPprof(ms)
+			return err
 		}
 		go func() {
 			if err := ms.Serve(ctx, log); err != nil {
@@ -303,7 +300,7 @@ func (o observer) Dropped(topic, reason string)                       { o.m.IncM
 func (o observer) Reconnected()                                       { o.onReconnect() }
 
 // explainHandler serves GET /explain/<port-id> from the running agent
-// (the metrics listener is bound to 127.0.0.1 by default).
+// (mounted only with explain_endpoint).
 func explainHandler(ag *agent.Agent) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := strings.TrimPrefix(r.URL.Path, "/explain/")
@@ -324,10 +321,11 @@ func explainHandler(ag *agent.Agent) http.Handler {
 }
 
 // explain prints what the agent owns for one port: from the running
-// agent's /explain endpoint when it answers, else computed from OVSDB and
-// the server without changing anything. main's `explain PORT-ID` calls it.
+// agent's /explain endpoint when it serves one (explain_endpoint), else
+// computed from OVSDB and the server without changing anything. main's
+// `explain PORT-ID` calls it.
 func explain(ctx context.Context, cfg *config.Config, log *slog.Logger, portID string, w io.Writer) error {
-	if addr := cfg.OVSAgent.MetricsListen; addr != "" {
+	if addr := cfg.OVSAgent.MetricsListen; addr != "" && cfg.OVSAgent.ExplainEndpoint {
 		hc := &http.Client{Timeout: 3 * time.Second}
 		if resp, err := hc.Get("http://" + addr + "/explain/" + portID); err == nil {
 			defer resp.Body.Close()

@@ -49,7 +49,17 @@ func Listen(addr string, m *Metrics) (*Server, error) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		fmt.Fprintln(w, "not in sync")
 	})
-	return &Server{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}, nil
+	t := serverTimeouts
+	return &Server{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: t.readHeader, ReadTimeout: t.read,
+		WriteTimeout: t.write, IdleTimeout: t.idle, MaxHeaderBytes: 16 << 10}}, nil
+}
+
+// serverTimeouts bound what one client can hold (a goroutine and a
+// descriptor): a request sent slowly, an answer never read, a connection
+// kept open idle. The write timeout lets debug_pprof's CPU profile run its
+// default 30 s. A variable so that tests can shorten them.
+var serverTimeouts = struct{ readHeader, read, write, idle time.Duration }{
+	readHeader: 5 * time.Second, read: 10 * time.Second, write: 45 * time.Second, idle: 60 * time.Second,
 }
 
 // Handle mounts an extra handler; call before Serve.
