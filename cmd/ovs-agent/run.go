@@ -125,6 +125,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err := checkUnrebuilt(ctx, oc, layout, seen); err != nil {
 		return err
 	}
+	watchConnections(m, tr, oc, of, layout.Bridges())
 
 	if cfg.Agent.ReportInterval > 0 {
 		sys, _ := oc.System(ctx)
@@ -141,19 +142,15 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 
 	if cfg.OVSAgent.MetricsListen != "" {
-		ms, err := metrics.Listen(cfg.OVSAgent.MetricsListen, m)
+		ms, err := listenMetrics(cfg, m, explainHandler(ag))
 		if err != nil {
-			return fmt.Errorf("ovsagent.metrics_listen: %w", err)
+			return err
 		}
-		ms.Handle("/explain/", explainHandler(ag))
 		ms.Live(ag.Alive)
 		ms.Ready(ag.LoopCheck)
 		ms.Ready(of.Check)
 		ms.Ready(metrics.Up("ovsdb", oc.Connected))
 		ms.Ready(metrics.Up("amqp", tr.Connected))
-		if cfg.OVSAgent.DebugPprof {
-			mountPprof(ms)
-		}
 		go func() {
 			if err := ms.Serve(ctx, log); err != nil {
 				log.Error("metrics server", "err", err)
@@ -289,7 +286,7 @@ func (o observer) Dropped(topic, reason string)                       { o.m.IncM
 func (o observer) Reconnected()                                       { o.onReconnect() }
 
 // explainHandler serves GET /explain/<port-id> from the running agent
-// (the metrics listener is bound to 127.0.0.1 by default).
+// (mounted only with explain_endpoint).
 func explainHandler(ag *agent.Agent) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := strings.TrimPrefix(r.URL.Path, "/explain/")
@@ -310,10 +307,11 @@ func explainHandler(ag *agent.Agent) http.Handler {
 }
 
 // explain prints what the agent owns for one port: from the running
-// agent's /explain endpoint when it answers, else computed from OVSDB and
-// the server without changing anything. main's `explain PORT-ID` calls it.
+// agent's /explain endpoint when it serves one (explain_endpoint), else
+// computed from OVSDB and the server without changing anything. main's
+// `explain PORT-ID` calls it.
 func explain(ctx context.Context, cfg *config.Config, log *slog.Logger, portID string, w io.Writer) error {
-	if addr := cfg.OVSAgent.MetricsListen; addr != "" {
+	if addr := cfg.OVSAgent.MetricsListen; addr != "" && cfg.OVSAgent.ExplainEndpoint {
 		hc := &http.Client{Timeout: 3 * time.Second}
 		if resp, err := hc.Get("http://" + addr + "/explain/" + portID); err == nil {
 			defer resp.Body.Close()

@@ -105,8 +105,8 @@ func (o *OFBridges) Add(ctx context.Context, bridge, mgmtPath string) error {
 // random. A restarted agent recognises its predecessor's flows by the tag and
 // keeps their cookie: the first bundle after a restart then carries only what
 // changed (at 1,000 ports, re-cookieing every flow cost ovs-vswitchd 7 s of a
-// 8.4 s restart; keeping it, the restart was in sync in 2.6 s). Stale flows
-// are still swept by the desired set, never by cookie. Flows of any other
+// 8.4 s restart; keeping it, the restart was in sync in 2.6 s). The tag is
+// also what makes a flow ours to delete (sweepable). Flows of any other
 // agent (the reference's random per-run cookie) are untagged but for a
 // 1-in-65,536 chance; such flows are re-installed under a fresh cookie.
 const (
@@ -120,12 +120,27 @@ func newRoundCookie() uint64 {
 	return (rand.Uint64()&^(1<<63))&^ownCookieMask | ownCookieTag
 }
 
+// ourCookie: c is a cookie of ovs-agent (of any run).
+func ourCookie(c uint64) bool { return c&ownCookieMask == ownCookieTag }
+
+// sweepable says which flows no owner desires a sweep deletes: those with
+// our cookie, and, in tables (the start-up sweep's reference tables), those
+// of any cookie, as the reference's first-iteration cleanup does. Another
+// controller's flows elsewhere, and everywhere after a reconnect, stay.
+func sweepable(tables []uint8) func(*openflow.Flow) bool {
+	var in [256]bool
+	for _, t := range tables {
+		in[t] = true
+	}
+	return func(f *openflow.Flow) bool { return ourCookie(f.Cookie) || in[f.Table] }
+}
+
 // ownCookie returns the tagged cookie most of flows carry, and how many do;
 // n is 0 when no flow carries our tag.
 func ownCookie(flows []openflow.InstalledFlow) (cookie uint64, n int) {
 	count := map[uint64]int{}
 	for i := range flows {
-		if c := flows[i].Flow.Cookie; c&ownCookieMask == ownCookieTag {
+		if c := flows[i].Flow.Cookie; ourCookie(c) {
 			count[c]++
 		}
 	}
@@ -147,14 +162,15 @@ func (o *OFBridges) get(bridge string) (*ofBridge, error) {
 	return b, nil
 }
 
-// Apply implements Flows. A sweep deletes, in the same bundle, whatever
-// no owner wants (earlier rounds, strays adopted at start).
+// Apply implements Flows. A sweep deletes, in the same bundle, what no
+// owner wants and is ours to delete (sweepable).
 func (o *OFBridges) Apply(ctx context.Context, bridge string, ch FlowChange) error {
 	b, err := o.get(bridge)
 	if err != nil {
 		return err
 	}
 	if ch.Sweep {
+		b.rec.SetSweepable(sweepable(ch.SweepTables))
 		err = b.rec.ApplyAndSweep(ctx, ch.Set)
 	} else {
 		err = b.rec.Apply(ctx, ch.Set)
@@ -192,6 +208,7 @@ func (o *OFBridges) Reread(ctx context.Context, bridge string, sweep bool) error
 		return fmt.Errorf("openflow: re-read %s: %w", bridge, err)
 	}
 	if sweep {
+		b.rec.SetSweepable(sweepable(nil))
 		err = b.rec.ApplyAndSweep(ctx, nil)
 	} else {
 		err = b.rec.Apply(ctx, nil)
@@ -233,6 +250,13 @@ func (o *OFBridges) Check() error {
 	}
 	sort.Strings(down)
 	return fmt.Errorf("openflow: %s not connected", strings.Join(down, ", "))
+}
+
+// Connected reports whether the bridge's OpenFlow connection is up (false
+// for a bridge not added).
+func (o *OFBridges) Connected(bridge string) bool {
+	b, err := o.get(bridge)
+	return err == nil && b.conn.Connected()
 }
 
 // Events implements Flows.

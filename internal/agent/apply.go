@@ -98,7 +98,11 @@ func (a *Agent) applyFlows(ctx context.Context) (ok bool, waited time.Duration) 
 			continue
 		}
 		start := a.now()
-		err := a.d.Flows.Apply(ctx, br, FlowChange{Set: set, Sweep: sweep})
+		ch := FlowChange{Set: set, Sweep: sweep}
+		if sweep {
+			ch.SweepTables = a.layout.referenceTables(br)
+		}
+		err := a.d.Flows.Apply(ctx, br, ch)
 		took := a.now().Sub(start)
 		waited += took
 		rej, partial := isRejection(err)
@@ -243,6 +247,26 @@ func (a *Agent) sweepReady(br string) bool {
 		return a.fdbComplete()
 	}
 	return true
+}
+
+// referenceTables are br's tables the reference clears of every foreign
+// cookie at its first iteration (INT_BR_ALL_TABLES, TUN_BR_ALL_TABLES,
+// PHY_BR_ALL_TABLES): the start-up sweep deletes no more and no less.
+func (l BridgeLayout) referenceTables(br string) []uint8 {
+	var ts []pipeline.Table
+	switch {
+	case br == l.Integration:
+		ts = pipeline.IntTables
+	case br == l.Tunnel:
+		ts = pipeline.TunTables
+	default:
+		ts = pipeline.PhysTables
+	}
+	out := make([]uint8, len(ts))
+	for i, t := range ts {
+		out[i] = t.ID
+	}
+	return out
 }
 
 func (a *Agent) afterSweep(ctx context.Context) {

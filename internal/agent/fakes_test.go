@@ -239,8 +239,9 @@ func (f *fakeFlows) Apply(_ context.Context, br string, ch FlowChange) error {
 		}
 	}
 	if ch.Sweep {
+		may := sweepable(ch.SweepTables)
 		for k, e := range t {
-			if e.owner == "" {
+			if e.owner == "" && may(&e.flow) {
 				delete(t, k)
 			}
 		}

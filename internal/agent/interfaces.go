@@ -139,11 +139,16 @@ type Switch interface {
 
 // FlowChange is what one bundle does on one bridge: for each owner in Set
 // its installed flows become exactly the given ones (an empty slice deletes
-// the owner's flows). Sweep also deletes, in the same bundle, every flow of
-// an earlier cookie round that no owner re-installed.
+// the owner's flows). Sweep also deletes, in the same bundle, every flow
+// carrying an ovs-agent cookie (any round's) that no owner re-installed,
+// and, in SweepTables, flows of any cookie that no owner wants.
 type FlowChange struct {
 	Set   map[string][]openflow.Flow
 	Sweep bool
+	// SweepTables: the tables the reference clears of every cookie but its
+	// own at its first iteration (cleanup_stale_flows over INT_BR_ALL_TABLES
+	// etc.); only the start-up sweep names them.
+	SweepTables []uint8
 }
 
 // Flows is what the loop needs from OpenFlow: one reconciler per bridge.
@@ -162,8 +167,9 @@ type Flows interface {
 	Reset(bridge string)
 	// Reread re-reads what the bridge holds (after a reconnect it may differ
 	// from what was installed: flows restored by ovs-ctl lose their flags)
-	// and re-sends what differs from the desired flows; with sweep, flows no
-	// owner desires are deleted in the same bundle.
+	// and re-sends what differs from the desired flows; with sweep, flows
+	// carrying an ovs-agent cookie that no owner desires are deleted in the
+	// same bundle (another controller's flows stay).
 	Reread(ctx context.Context, bridge string, sweep bool) error
 	// CanaryPresent reports whether br-int still has the canary flow in
 	// table 23; false means ovs-vswitchd restarted and lost every flow.

@@ -106,9 +106,6 @@ func (a *Agent) observeSent(p *portRec, sent time.Time) {
 	c.sent = sent
 	for _, s := range c.sentStages() {
 		a.d.Metrics.ObserveWiringStage(s.stage, s.d)
-		if s.stage == stageAgent {
-			a.d.Metrics.ObserveAgentBatch(s.d)
-		}
 	}
 }
 

@@ -133,12 +133,25 @@ type RabbitOptions struct {
 	SSLEnforceHostnameVerification bool
 }
 
+// DefaultMetricsListen is metrics_listen's default. The port is outside
+// 9100-9999, the range the Prometheus default-port allocations hand out to
+// exporters (9177 is the libvirt exporter's, on every compute host that
+// runs it), so no exporter that follows the list can take it; below the
+// Linux ephemeral range (32768-60999), so no outgoing connection holds it;
+// and not an OpenStack, OVS/OVN, libvirt or Kubernetes port. It reads as
+// neutron-server's 9696.
+const DefaultMetricsListen = "127.0.0.1:19696"
+
 // OVSAgentOptions is [ovsagent]: ovsagent's additions. They only add; with
 // every one at its default the agent behaves as the reference does.
 type OVSAgentOptions struct {
 	// MetricsListen is host:port for /metrics and /healthz; empty disables.
-	// Default 127.0.0.1:9177.
+	// Default 127.0.0.1:19696 (DefaultMetricsListen).
 	MetricsListen string
+	// ExplainEndpoint serves /explain/<port-id> (any port's addresses,
+	// security groups and flows) on the metrics listener, unauthenticated.
+	// Default off.
+	ExplainEndpoint bool
 	// BatchWindow is how long the loop coalesces events that keep coming
 	// right after a batch before applying the next one; an event on an idle
 	// agent is applied at once. Default 10 ms.
@@ -155,8 +168,13 @@ type OVSAgentOptions struct {
 	// wiring (docs/notes/agent.md, "RSS at 1,000 ports").
 	MemoryLimitMiB int
 	// DebugPprof mounts Go's /debug/pprof/ handlers on the metrics
-	// listener (heap and CPU profiles of a running agent). Default off.
+	// listener (heap and CPU profiles of a running agent). Default off;
+	// refused on a metrics_listen beyond loopback unless
+	// DebugPprofAnyAddress.
 	DebugPprof bool
+	// DebugPprofAnyAddress lets debug_pprof serve on a non-loopback
+	// metrics_listen. Default off.
+	DebugPprofAnyAddress bool
 }
 
 // DeviceListChunk is the effective update_device_list chunk size.
@@ -226,7 +244,7 @@ func Defaults() *Config {
 			TransientQueuesTTL:        1800 * time.Second,
 		},
 		OVSAgent: OVSAgentOptions{
-			MetricsListen: "127.0.0.1:9177",
+			MetricsListen: DefaultMetricsListen,
 			BatchWindow:   10 * time.Millisecond,
 		},
 	}

@@ -77,7 +77,10 @@ func TestDefaults(t *testing.T) {
 		{"heartbeat_timeout_threshold", c.Rabbit.HeartbeatTimeoutThreshold, 60 * time.Second},
 		{"rabbit_transient_queues_ttl", c.Rabbit.TransientQueuesTTL, 1800 * time.Second},
 		{"rabbit_interval_max", c.Rabbit.IntervalMax, 30 * time.Second},
-		{"metrics_listen", c.OVSAgent.MetricsListen, "127.0.0.1:9177"},
+		{"metrics_listen", c.OVSAgent.MetricsListen, "127.0.0.1:19696"},
+		{"explain_endpoint", c.OVSAgent.ExplainEndpoint, false},
+		{"debug_pprof", c.OVSAgent.DebugPprof, false},
+		{"debug_pprof_any_address", c.OVSAgent.DebugPprofAnyAddress, false},
 		{"batch_window", c.OVSAgent.BatchWindow, 10 * time.Millisecond},
 		{"device list chunk", c.DeviceListChunk(), 20},
 		{"vhost", c.Default.Transport.VHost, "/"},
@@ -334,7 +337,10 @@ func TestBadConfigs(t *testing.T) {
 		{"transport not a url", "[DEFAULT]\ntransport_url = guest:hunter2@127.0.0.1\n", "DEFAULT.transport_url", ""},
 		{"transport unset", "[DEFAULT]\ntransport_url =\n", "DEFAULT.transport_url", ""},
 		{"bad dict", "[ovs]\nresource_provider_hypervisors = br-phys\n", "ovs.resource_provider_hypervisors", "br-phys"},
-		{"bad metrics_listen", "[ovsagent]\nmetrics_listen = 9177\n", "ovsagent.metrics_listen", "9177"},
+		{"bad metrics_listen", "[ovsagent]\nmetrics_listen = 19696\n", "ovsagent.metrics_listen", "19696"},
+		{"pprof on every address", "[ovsagent]\ndebug_pprof = True\nmetrics_listen = :19696\n", "ovsagent.debug_pprof", "metrics_listen :19696"},
+		{"pprof on a host address", "[ovsagent]\ndebug_pprof = True\nmetrics_listen = 192.0.2.1:19696\n", "ovsagent.debug_pprof", "192.0.2.1:19696"},
+		{"pprof on a host name", "[ovsagent]\ndebug_pprof = True\nmetrics_listen = hv1.example.org:19696\n", "ovsagent.debug_pprof", "debug_pprof_any_address"},
 		{"max timeout below timeout", "[DEFAULT]\nrpc_response_timeout = 900\n", "DEFAULT.rpc_response_max_timeout", "600"},
 		{"unparsable file", "[ovs\nlocal_ip = 1.2.3.4\n", "cannot parse", ""},
 	}
@@ -360,6 +366,26 @@ func TestBadConfigs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMetricsListenerOptions: the profiles are served on loopback, or
+// anywhere when forced; /explain only when asked.
+func TestMetricsListenerOptions(t *testing.T) {
+	for _, body := range []string{
+		"[ovsagent]\ndebug_pprof = True\n",
+		"[ovsagent]\ndebug_pprof = True\nmetrics_listen = [::1]:19696\n",
+		"[ovsagent]\ndebug_pprof = True\nmetrics_listen = localhost:19696\n",
+		"[ovsagent]\ndebug_pprof = True\nmetrics_listen = 0.0.0.0:19696\ndebug_pprof_any_address = True\n",
+		"[ovsagent]\ndebug_pprof = False\nmetrics_listen = 0.0.0.0:19696\n",
+	} {
+		if _, err := load(t, base, body); err != nil {
+			t.Errorf("%q: %v", body, err)
+		}
+	}
+	c := mustLoad(t, base, "[ovsagent]\nexplain_endpoint = True\ndebug_pprof_any_address = True\n")
+	if !c.OVSAgent.ExplainEndpoint || !c.OVSAgent.DebugPprofAnyAddress {
+		t.Errorf("explain_endpoint %v, debug_pprof_any_address %v; want both true", c.OVSAgent.ExplainEndpoint, c.OVSAgent.DebugPprofAnyAddress)
 	}
 }
 

@@ -271,11 +271,13 @@ var optionTable = func() []OptionInfo {
 		ne(rabbit, "conn_pool_ttl", "1200", noPool),
 
 		// [ovsagent]: ovs-agent's own additions, ignored by the reference.
-		h(own, "metrics_listen", "127.0.0.1:9177"),
+		h(own, "metrics_listen", DefaultMetricsListen),
+		h(own, "explain_endpoint", "False"),
 		h(own, "batch_window_ms", "10"),
 		h(own, "device_list_chunk_size", "0"),
 		h(own, "memory_limit_mib", "0"),
 		h(own, "debug_pprof", "False"),
+		h(own, "debug_pprof_any_address", "False"),
 	}
 }()
 

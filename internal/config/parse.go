@@ -265,6 +265,8 @@ func Parse(raw *Raw) (*Config, error) {
 	p.integer(own, "device_list_chunk_size", &w.DeviceListChunkSize, 0, math.MaxInt)
 	p.integer(own, "memory_limit_mib", &w.MemoryLimitMiB, 0, 1<<20)
 	p.boolean(own, "debug_pprof", &w.DebugPprof)
+	p.boolean(own, "debug_pprof_any_address", &w.DebugPprofAnyAddress)
+	p.boolean(own, "explain_endpoint", &w.ExplainEndpoint)
 
 	if p.err != nil {
 		return nil, p.err

@@ -152,8 +152,24 @@ func (c *Config) Validate(hostAddrs HostAddrsFunc) error {
 		if host != "" && net.ParseIP(host) == nil && validHost(host) != nil {
 			return &Error{Option: "ovsagent.metrics_listen", Value: l, Reason: "bad host"}
 		}
+		// The profiles show the agent's memory (tenant data, the broker's
+		// password): served beyond loopback only when asked in so many words.
+		if c.OVSAgent.DebugPprof && !c.OVSAgent.DebugPprofAnyAddress && !loopbackHost(host) {
+			return &Error{Option: "ovsagent.debug_pprof", Value: "True",
+				Reason: fmt.Sprintf("metrics_listen %s is not a loopback address; set debug_pprof_any_address = True to serve the profiles there", l)}
+		}
 	}
 	return nil
+}
+
+// loopbackHost: host (of host:port) names only loopback addresses. ""
+// (every address) and names other than localhost are not: a name is not
+// resolved at load, and may resolve elsewhere later.
+func loopbackHost(host string) bool {
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	return strings.EqualFold(host, "localhost")
 }
 
 func secs(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }

@@ -22,7 +22,6 @@ import (
 type Metrics struct {
 	portsWired     *gauge
 	portWiring     *histogram
-	agentBatch     *histogram
 	wiringStage    *vec[histogram]
 	rpcDuration    *vec[histogram]
 	rpcErrors      *vec[counter]
@@ -36,6 +35,9 @@ type Metrics struct {
 	fwSkipped      *vec[counter]
 	inSyncGauge    *gauge
 	updateDevCalls *counter
+	amqpUp         *vec[probe]
+	ovsdbUp        *vec[probe]
+	openflowUp     *vec[probe]
 
 	// handlerErrors is promhttp's promhttp_metric_handler_errors_total,
 	// kept for whoever alerts on it: "encoding" counts scrapes whose
@@ -47,8 +49,12 @@ type Metrics struct {
 }
 
 // Latency buckets: the agent's own share is milliseconds, the server's
-// floor a few hundred ms, the reference agent seconds.
-var latencyBuckets = []float64{.001, .0025, .005, .01, .02, .05, .1, .2, .3, .5, .75, 1, 1.5, 2.5, 5, 10, 30}
+// floor a few hundred ms, the reference agent seconds; at 1,000 ports a
+// port waits minutes on the server (bench run 6: 112 s mean in the server
+// stage, the last port ACTIVE after 5-10 min), which the buckets up to 15
+// min keep apart instead of lumping into +Inf.
+var latencyBuckets = []float64{.001, .0025, .005, .01, .02, .05, .1, .2, .3, .5, .75, 1, 1.5, 2.5, 5, 10, 30,
+	60, 120, 180, 300, 600, 900}
 
 // New creates the metric set.
 func New() *Metrics {
@@ -90,8 +96,6 @@ func New() *Metrics {
 	m.portsWired = gaugeOne("ovsagent_ports_wired", "VM ports on br-int wired and reported up.")
 	m.portWiring = histOne("ovsagent_port_wiring_seconds",
 		"From the OVSDB event of a port to the server's reply to update_device_list (port ACTIVE).")
-	m.agentBatch = histOne("ovsagent_agent_batch_seconds",
-		"The agent's own share of wiring a port: from the moment it has the port's ofport and details to the port wired and its report ready to send, less the time the batch waited on the switch (the dataplane stage).")
 	m.wiringStage = histMany("ovsagent_port_wiring_stage_seconds",
 		"Where a port's wiring time goes, by stage: vswitchd (OVSDB event to ofport), server_data (ofport to the port's details), "+
 			"agent (details to wired, less dataplane), dataplane (the wiring batch's OVSDB tag transaction and OpenFlow bundles, until the switch confirmed them), "+
@@ -117,6 +121,16 @@ func New() *Metrics {
 		"1 when the dataplane matches the agent's state and the server knows every port's status.")
 	m.updateDevCalls = counterOne("ovsagent_update_device_list_calls_total",
 		"update_device_list batches sent (one per loop batch that had ports to report).")
+	// The connections' states, read from their owners at scrape time.
+	probeOne := func(name, help string, names ...string) *vec[probe] {
+		v := newVec(func() *probe { return new(probe) }, names...)
+		fams = append(fams, probeFamily(name, help, v))
+		return v
+	}
+	m.amqpUp = probeOne("ovsagent_amqp_connected", "1 while the connection to the message broker (transport_url) is up, else 0.")
+	m.ovsdbUp = probeOne("ovsagent_ovsdb_connected", "1 while the OVSDB session (ovsdb_connection) is up, else 0.")
+	m.openflowUp = probeOne("ovsagent_openflow_connected", "1 while the OpenFlow connection to the bridge is up, else 0, by bridge.", "bridge")
+	fams = append(fams, buildInfoFamily(readBuildInfo()))
 	m.handlerErrors = counterMany("promhttp_metric_handler_errors_total",
 		"Total number of internal errors encountered by the promhttp metric handler.", "cause")
 	m.handlerErrors.with("encoding", "")
@@ -146,13 +160,6 @@ func (m *Metrics) SetPortsWired(n int) {
 func (m *Metrics) ObservePortWiring(d time.Duration) {
 	if m != nil {
 		m.portWiring.observe(d.Seconds())
-	}
-}
-
-// ObserveAgentBatch records the agent's own share of wiring one port.
-func (m *Metrics) ObserveAgentBatch(d time.Duration) {
-	if m != nil {
-		m.agentBatch.observe(d.Seconds())
 	}
 }
 
@@ -272,3 +279,27 @@ func (m *Metrics) SetInSync(ok bool) {
 
 // InSync reports the last value given to SetInSync.
 func (m *Metrics) InSync() bool { return m != nil && m.inSync.Load() }
+
+// WatchAMQP exports up() (called at each scrape, so it must not block) as
+// the broker connection's state.
+func (m *Metrics) WatchAMQP(up func() bool) {
+	if m != nil {
+		m.amqpUp.with("", "").set(up)
+	}
+}
+
+// WatchOVSDB exports up() (called at each scrape) as the OVSDB session's
+// state.
+func (m *Metrics) WatchOVSDB(up func() bool) {
+	if m != nil {
+		m.ovsdbUp.with("", "").set(up)
+	}
+}
+
+// WatchOpenFlow exports up() (called at each scrape) as the state of the
+// OpenFlow connection to bridge.
+func (m *Metrics) WatchOpenFlow(bridge string, up func() bool) {
+	if m != nil {
+		m.openflowUp.with(bridge, "").set(up)
+	}
+}

@@ -67,14 +67,16 @@ func Listen(addr string, m *Metrics) (*Server, error) {
 			m.handlerErrors.with("encoding", "").inc()
 		}
 	})
-	s := &Server{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}
-	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { probe(w, s.failing(nil, false)) })
+	t := serverTimeouts
+	s := &Server{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: t.readHeader, ReadTimeout: t.read,
+		WriteTimeout: t.write, IdleTimeout: t.idle, MaxHeaderBytes: 16 << 10}}
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { answerProbe(w, s.failing(nil, false)) })
 	ready := func(w http.ResponseWriter, _ *http.Request) {
 		var why []string
 		if !m.InSync() {
 			why = append(why, "not in sync")
 		}
-		probe(w, s.failing(why, true))
+		answerProbe(w, s.failing(why, true))
 	}
 	mux.HandleFunc("/readyz", ready)
 	mux.HandleFunc("/healthz", ready)
@@ -112,8 +114,8 @@ func (s *Server) failing(why []string, ready bool) []string {
 	return why
 }
 
-// probe answers 200 "ok", or 503 with one reason a line.
-func probe(w http.ResponseWriter, why []string) {
+// answerProbe answers 200 "ok", or 503 with one reason a line.
+func answerProbe(w http.ResponseWriter, why []string) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if len(why) == 0 {
 		w.WriteHeader(http.StatusOK)
@@ -122,6 +124,14 @@ func probe(w http.ResponseWriter, why []string) {
 	}
 	w.WriteHeader(http.StatusServiceUnavailable)
 	fmt.Fprintln(w, strings.Join(why, "\n"))
+}
+
+// serverTimeouts bound what one client can hold (a goroutine and a
+// descriptor): a request sent slowly, an answer never read, a connection
+// kept open idle. The write timeout lets debug_pprof's CPU profile run its
+// default 30 s. A variable so that tests can shorten them.
+var serverTimeouts = struct{ readHeader, read, write, idle time.Duration }{
+	readHeader: 5 * time.Second, read: 10 * time.Second, write: 45 * time.Second, idle: 60 * time.Second,
 }
 
 // Handle mounts an extra handler; call before Serve.

@@ -461,12 +461,13 @@ func (c *Conn) WaitConnected(ctx context.Context) error {
 	}
 }
 
-// Connected reports whether a session is up now.
+// Connected reports whether a session is up right now (for readiness and
+// the metrics: it neither waits nor dials).
 func (c *Conn) Connected() bool {
 	c.mu.Lock()
-	s := c.sess
+	s, closed := c.sess, c.closed
 	c.mu.Unlock()
-	if s == nil {
+	if s == nil || closed {
 		return false
 	}
 	select {

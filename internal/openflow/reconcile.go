@@ -29,7 +29,8 @@ type Switch interface {
 // replacing a still-wanted flow in place (ADD of the same
 // table/priority/match re-cookies it), never deleting and re-adding it; once
 // the agent is in sync, ApplyAndSweep also deletes, in the same bundle,
-// every flow no owner desires (stale rounds, foreign flows).
+// the flows no owner desires that SetSweepable allows (stale rounds; other
+// controllers' flows only where the caller says so).
 //
 // Memory: the reconciler is the one cache of a bridge's flows (56k flows on
 // br-int at 1,000 ports). It keeps each owner's flows in their wire form
@@ -46,6 +47,7 @@ type Reconciler struct {
 	slots    map[flowKey]slot       // entry -> who desires it, what the bridge holds
 	adopted  map[flowKey]*Flow      // what the bridge holds for the slots marked adopted; nil when none
 	reassert bool                   // slots were (re)read: re-send unchanged owners' flows that differ
+	sweep    func(*Flow) bool       // which undesired flows a sweep may delete; nil: every one
 	scratch  []byte                 // encoding buffer, reused (owners are stored exact-size)
 }
 
@@ -145,6 +147,15 @@ func (r *Reconciler) SetCookie(cookie uint64) {
 	r.mu.Unlock()
 }
 
+// SetSweepable decides which flows the bridge holds and no owner desires
+// ApplyAndSweep (and Resync) may delete: another controller's flows share
+// our bridges and are not ours to delete. nil: every such flow.
+func (r *Reconciler) SetSweepable(may func(*Flow) bool) {
+	r.mu.Lock()
+	r.sweep = may
+	r.mu.Unlock()
+}
+
 // Adopt reads every flow the bridge holds (ours, an earlier round's, a
 // foreign agent's) as the installed state. Nothing is deleted until
 // ApplyAndSweep; desired flows (if any) that the bridge lacks or holds
@@ -217,8 +228,9 @@ func (r *Reconciler) Apply(ctx context.Context, changes map[string][]Flow) error
 }
 
 // ApplyAndSweep is Apply plus, in the same bundle, the deletion of every
-// flow of the bridge that no owner desires: an earlier round's leftovers,
-// foreign flows (after Adopt). Call it when the desired state is complete.
+// flow of the bridge that no owner desires and SetSweepable allows: an
+// earlier round's leftovers, foreign flows (after Adopt). Call it when the
+// desired state is complete.
 func (r *Reconciler) ApplyAndSweep(ctx context.Context, changes map[string][]Flow) error {
 	return r.apply(ctx, changes, true)
 }
@@ -434,11 +446,13 @@ func (r *Reconciler) planReassert(p *plan) {
 }
 
 // strays lists, in a stable order, the entries the bridge holds that no
-// owner desires once this plan is done and that no other step deletes.
+// owner desires once this plan is done, that no other step deletes and
+// that the sweep may delete. Those it may not stay adopted: still held,
+// never re-sent.
 func (r *Reconciler) strays(p *plan) []flowKey {
 	var ks []flowKey
 	for k, s := range r.slots {
-		if _, touched := p.next[k]; !touched && !s.wanted && s.adopted {
+		if _, touched := p.next[k]; !touched && !s.wanted && s.adopted && (r.sweep == nil || r.sweep(r.adopted[k])) {
 			ks = append(ks, k)
 		}
 	}

@@ -250,7 +250,7 @@ func TestReliabConfigErrors(t *testing.T) {
 		{name: "config file missing", extraArgs: []string{"--config-file", "/nonexistent/e2e-neutron.conf"}, option: "", value: "/nonexistent/e2e-neutron.conf"},
 		{name: "config file is a directory", extraArgs: []string{"--config-file", "/tmp"}, option: "", value: "/tmp"},
 		{name: "bad ini syntax", rawAgentIn: "\n[ovs\nfoo = bar\n", option: "", value: "[ovs"},
-		{name: "bad integer", cfg: AgentConfig{Set: set("ovs", "of_listen_port", "sixty")}, option: "of_listen_port", value: "sixty"},
+		{name: "bad integer", cfg: AgentConfig{Set: set("ovs", "of_request_timeout", "sixty")}, option: "of_request_timeout", value: "sixty"},
 		{name: "port out of range", cfg: AgentConfig{Set: set("agent", "vxlan_udp_port", "70000")}, option: "vxlan_udp_port", value: "70000"},
 		{name: "dscp out of range", cfg: AgentConfig{Set: set("agent", "dscp", "99")}, option: "dscp", value: "99"},
 		{name: "bad boolean", cfg: AgentConfig{Set: set("agent", "l2_population", "maybe")}, option: "l2_population", value: "maybe"},
@@ -271,6 +271,7 @@ func TestReliabConfigErrors(t *testing.T) {
 		{name: "quorum queues not a bool", cfg: AgentConfig{Set: set("oslo_messaging_rabbit", "rabbit_quorum_queue", "maybe")}, option: "rabbit_quorum_queue", value: "maybe"},
 		{name: "durable queues refused", cfg: AgentConfig{Set: set("oslo_messaging_rabbit", "amqp_durable_queues", "True")}, option: "amqp_durable_queues", value: "True"},
 		{name: "syslog refused", cfg: AgentConfig{Set: set("DEFAULT", "use_syslog", "True")}, option: "use_syslog", value: "True"},
+		{name: "pprof beyond loopback refused", cfg: AgentConfig{MetricsListen: "0.0.0.0:19696", Set: set("ovsagent", "debug_pprof", "True")}, option: "debug_pprof", value: "0.0.0.0:19696"},
 		{name: "ssl CA file missing", cfg: AgentConfig{Set: map[string]map[string]string{"oslo_messaging_rabbit": {"ssl": "True", "ssl_ca_file": "/nonexistent/e2e-ca.pem"}}}, option: "ssl_ca_file", value: "/nonexistent/e2e-ca.pem"},
 	}
 	before, err := ovsState(e.Ctx, e.OVS)
