@@ -232,6 +232,7 @@ func agentOptions(cfg *config.Config) agent.Options {
 		// return the burst's garbage to the OS (see agent.idleRelease).
 		ReleaseMemoryIdle: 5 * time.Second,
 		QuitGrace:         cfg.Agent.QuittingRPCTimeout,
+		DropFlowsOnStart:  cfg.Agent.DropFlowsOnStart,
 	}
 	if cfg.TunnelingEnabled() {
 		opt.LocalIP = cfg.OVS.LocalIP

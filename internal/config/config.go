@@ -59,6 +59,7 @@ type AgentOptions struct {
 	DSCPSet                bool // dscp was given
 	DSCPInherit            bool
 	ExplicitlyEgressDirect bool
+	DropFlowsOnStart       bool          // delete every flow of the bridges at start instead of adopting them
 	QuittingRPCTimeout     time.Duration // 10 s
 	ReportInterval         time.Duration // 30 s; 0 disables state reports
 	LogAgentHeartbeats     bool

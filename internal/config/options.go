@@ -156,7 +156,7 @@ var optionTable = func() []OptionInfo {
 		h(agent, "arp_responder", "False"),
 		h(agent, "dont_fragment", "True"),
 		refBool(agent, "enable_distributed_routing", "DVR is "+notYet+": no DVR RPC, no DVR flows"),
-		refBool(agent, "drop_flows_on_start", "dropping all flows at start is "+notYet+"; ovs-agent keeps traffic flowing and removes stale flows by cookie"),
+		h(agent, "drop_flows_on_start", "False"),
 		h(agent, "tunnel_csum", "False"),
 		refBool(agent, "baremetal_smartnic", "smart-NIC baremetal ports are "+notYet),
 		part(agent, "explicitly_egress_direct", "False", "with the openvswitch firewall it is "+notYet, "True", func(v string, all *Raw) bool {

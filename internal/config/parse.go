@@ -197,6 +197,7 @@ func Parse(raw *Raw) (*Config, error) {
 	a.DSCPSet = p.integer(agent, "dscp", &a.DSCP, 0, 63)
 	p.boolean(agent, "dscp_inherit", &a.DSCPInherit)
 	p.boolean(agent, "explicitly_egress_direct", &a.ExplicitlyEgressDirect)
+	p.boolean(agent, "drop_flows_on_start", &a.DropFlowsOnStart)
 	p.seconds(agent, "quitting_rpc_timeout", &a.QuittingRPCTimeout, 0)
 	p.floatSeconds(agent, "report_interval", &a.ReportInterval)
 	p.boolean(agent, "log_agent_heartbeats", &a.LogAgentHeartbeats)
