@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -20,6 +17,7 @@ import (
 	"github.com/ovsagent/ovsagent/internal/firewall"
 	"github.com/ovsagent/ovsagent/internal/metrics"
 	"github.com/ovsagent/ovsagent/internal/neutron"
+	"github.com/ovsagent/ovsagent/internal/openflow"
 	"github.com/ovsagent/ovsagent/internal/oslo"
 	"github.com/ovsagent/ovsagent/internal/ovsdb"
 	"github.com/ovsagent/ovsagent/internal/pipeline"
@@ -45,12 +43,8 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 
 	// RabbitMQ: the transport retries in the background; every call waits.
-	tlsCfg, err := rabbitTLS(cfg)
-	if err != nil {
-		return err
-	}
-	tr, err := oslo.Dial(ctx, oslo.Config{
-		URL: cfg.Default.Transport, TLS: tlsCfg, Host: cfg.Default.Host, ControlExchange: cfg.Default.ControlExchange,
+	tr, err := dialBroker(ctx, cfg, oslo.Config{
+		Host: cfg.Default.Host, ControlExchange: cfg.Default.ControlExchange,
 		HeartbeatTimeout: cfg.Rabbit.HeartbeatTimeoutThreshold, HeartbeatRate: cfg.Rabbit.HeartbeatRate,
 		RetryInterval: cfg.Rabbit.RetryInterval, RetryBackoff: cfg.Rabbit.RetryBackoff, RetryMax: cfg.Rabbit.IntervalMax,
 		TransientQueuesTTL: cfg.Rabbit.TransientQueuesTTL, ResponseTimeout: cfg.Default.RPCResponseTimeout,
@@ -62,7 +56,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		}},
 	})
 	if err != nil {
-		return fmt.Errorf("transport_url %s: %w", cfg.Default.Transport.String(), err)
+		return err
 	}
 	defer closeWithin(tr.Close, 2*time.Second)
 	// SIGTERM: calls still out may end within quitting_rpc_timeout, and no
@@ -90,6 +84,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	of := agent.NewOFBridges(log)
+	of.RequestTimeout, of.InactivityProbe = cfg.OVS.OFRequestTimeout, cfg.OVS.OFInactivityProbe
 	defer of.Close()
 
 	reporter := &neutron.Reporter{Client: client, Interval: cfg.Agent.ReportInterval}
@@ -122,6 +117,13 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 			return err
 		}
 	}
+	seen := map[string][]openflow.Flow{}
+	for _, br := range layout.Bridges() {
+		seen[br] = of.InstalledIn(br, unrebuiltTables)
+	}
+	if err := checkUnrebuilt(ctx, oc, layout, seen); err != nil {
+		return err
+	}
 
 	if cfg.Agent.ReportInterval > 0 {
 		sys, _ := oc.System(ctx)
@@ -144,6 +146,11 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 			return fmt.Errorf("ovsagent.metrics_listen: %w", err)
 		}
 		ms.Handle("/explain/", explainHandler(ag))
+		ms.Live(ag.Alive)
+		ms.Ready(ag.LoopCheck)
+		ms.Ready(of.Check)
+		ms.Ready(metrics.Up("ovsdb", oc.Connected))
+		ms.Ready(metrics.Up("amqp", tr.Connected))
 		if cfg.OVSAgent.DebugPprof {
 			mountPprof(ms)
 		}
@@ -218,6 +225,7 @@ func agentOptions(cfg *config.Config) agent.Options {
 	}
 	var fc firewall.Config
 	fc.PermittedEthertypes = cfg.SecurityGroup.PermittedEthertypes
+	fc.ExplicitlyEgressDirect = cfg.Agent.ExplicitlyEgressDirect
 	opt := agent.Options{
 		Host: cfg.Default.Host, TunnelTypes: cfg.Agent.TunnelTypes, L2Population: cfg.Agent.L2Population,
 		Pipeline: pc, Firewall: fc, BatchWindow: cfg.OVSAgent.BatchWindow,
@@ -267,32 +275,6 @@ func agentConfigurations(cfg *config.Config, sys ovsdb.SystemInfo, hypervisor st
 	}
 	placementConfigurations(cfg, hypervisor, &c)
 	return c
-}
-
-func rabbitTLS(cfg *config.Config) (*tls.Config, error) {
-	if !cfg.Rabbit.SSL {
-		return nil, nil
-	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if cfg.Rabbit.SSLCAFile != "" {
-		pem, err := os.ReadFile(cfg.Rabbit.SSLCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("oslo_messaging_rabbit.ssl_ca_file %s: %w", cfg.Rabbit.SSLCAFile, err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("oslo_messaging_rabbit.ssl_ca_file %s: no certificate found", cfg.Rabbit.SSLCAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if cfg.Rabbit.SSLCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.Rabbit.SSLCertFile, cfg.Rabbit.SSLKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("oslo_messaging_rabbit.ssl_cert_file %s: %w", cfg.Rabbit.SSLCertFile, err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }
 
 // observer feeds the transport's counters into the metrics.
@@ -353,7 +335,7 @@ func explain(ctx context.Context, cfg *config.Config, log *slog.Logger, portID s
 	if err != nil {
 		return err
 	}
-	tr, err := oslo.Dial(ctx, oslo.Config{URL: cfg.Default.Transport, Host: cfg.Default.Host,
+	tr, err := dialBroker(ctx, cfg, oslo.Config{Host: cfg.Default.Host,
 		ControlExchange: cfg.Default.ControlExchange, ResponseTimeout: 10 * time.Second, Logger: log, DisableBackoff: true})
 	if err != nil {
 		return err

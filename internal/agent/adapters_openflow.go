@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +20,10 @@ import (
 type OFBridges struct {
 	log    *slog.Logger
 	events chan DataplaneEvent
+	// RequestTimeout and InactivityProbe are [ovs] of_request_timeout and
+	// of_inactivity_probe for the connections Add makes (see
+	// openflow.Options); set them before the first Add.
+	RequestTimeout, InactivityProbe time.Duration
 
 	mu      sync.Mutex
 	bridges map[string]*ofBridge
@@ -46,7 +52,7 @@ func (o *OFBridges) Add(ctx context.Context, bridge, mgmtPath string) error {
 	if ok {
 		return nil
 	}
-	opt := openflow.Options{Logger: o.log, OnReconnect: func() {
+	opt := openflow.Options{Logger: o.log, RequestTimeout: o.RequestTimeout, InactivityProbe: o.InactivityProbe, OnReconnect: func() {
 		select {
 		case o.events <- DataplaneEvent{Bridge: bridge}:
 		default:
@@ -219,6 +225,24 @@ func (o *OFBridges) CanaryPresent(ctx context.Context, bridge string) (bool, err
 	return len(fs) > 0, nil
 }
 
+// Check is the bridges' part of readiness: nil when every bridge's OpenFlow
+// connection is up, else which are down. Safe from any goroutine.
+func (o *OFBridges) Check() error {
+	o.mu.Lock()
+	var down []string
+	for br, b := range o.bridges {
+		if !b.conn.Connected() {
+			down = append(down, br)
+		}
+	}
+	o.mu.Unlock()
+	if len(down) == 0 {
+		return nil
+	}
+	sort.Strings(down)
+	return fmt.Errorf("openflow: %s not connected", strings.Join(down, ", "))
+}
+
 // Events implements Flows.
 func (o *OFBridges) Events() <-chan DataplaneEvent { return o.events }
 
@@ -238,6 +262,16 @@ func (o *OFBridges) Installed(bridge string) []openflow.InstalledFlow {
 		return nil
 	}
 	return b.rec.Installed()
+}
+
+// InstalledIn returns the bridge's installed flows of the tables keep
+// accepts (unsorted).
+func (o *OFBridges) InstalledIn(bridge string, keep func(table uint8) bool) []openflow.Flow {
+	b, err := o.get(bridge)
+	if err != nil {
+		return nil
+	}
+	return b.rec.InstalledIn(keep)
 }
 
 // InstalledFlows returns the flows the bridge's reconciler believes are

@@ -65,6 +65,9 @@ type Options struct {
 	// before the first flows are installed, as the reference does, instead
 	// of adopting what an earlier run left. Traffic stops until re-wired.
 	DropFlowsOnStart bool
+	// StuckAfter: a batch running longer is reported stuck (LoopCheck, the
+	// log) until it returns (default 1 min; see watchdog.go).
+	StuckAfter time.Duration
 }
 
 func (o *Options) defaults() {
@@ -82,6 +85,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxInflightReports <= 0 {
 		o.MaxInflightReports = 2
+	}
+	if o.StuckAfter <= 0 {
+		o.StuckAfter = defaultStuckAfter
 	}
 }
 
@@ -149,6 +155,8 @@ type Agent struct {
 	tunnels     map[pipeline.TunnelKey]TunnelPort             // tunnel ports on br-tun, one per remote IP and type
 	applied     map[string]map[string]ownerDigest             // bridge → owner → digest of the flows applied
 	dirtyOwner  map[string]bool
+	rejected    map[string]*rejection // owners whose latest flows the switch rejected
+	retag       map[string]bool       // ports whose owners' rejection began or ended (retagPorts)
 
 	started       bool            // first snapshot processed
 	swept         bool            // stale flows of earlier rounds removed (every bridge)
@@ -185,6 +193,8 @@ type Agent struct {
 	lastBatchEnd  time.Time         // when the loop's last batch returned (zero: none yet)
 	reread        map[string]bool   // bridges whose flows are re-read before the next apply (OpenFlow reconnect)
 	idle          *idleRelease      // returns a burst's garbage to the OS once idle
+	busySince     atomic.Int64      // unix ns the current batch started, 0 while waiting (watchdog.go)
+	loopState     atomic.Int32      // loopNotStarted, loopRunning, loopStopped
 	ct            *conntrackCleaner // nil without Deps.Conntrack
 }
 
@@ -222,6 +232,8 @@ func New(opt Options, d Deps) *Agent {
 		tunnels:     map[pipeline.TunnelKey]TunnelPort{},
 		applied:     map[string]map[string]ownerDigest{},
 		dirtyOwner:  map[string]bool{},
+		rejected:    map[string]*rejection{},
+		retag:       map[string]bool{},
 		tunnelSync:  map[string]*retry{},
 		fdbAwait:    map[string]time.Time{},
 		fdbSeen:     map[string]time.Time{},
@@ -270,6 +282,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.tunnelSync[t] = &retry{}
 	}
 
+	a.loopState.Store(loopRunning)
+	defer a.loopState.Store(loopStopped)
 	a.callBase = ctx
 	if a.opt.QuitGrace > 0 {
 		base, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
@@ -291,6 +305,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		}()
 	}
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); a.watchLoop(ctx) }()
 	if a.d.Reporter != nil && a.opt.ReportInterval > 0 {
 		wg.Add(1)
 		go func() { defer wg.Done(); a.reportLoop(ctx) }()
@@ -314,11 +330,13 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	// Set the bridges up before anything else; the first batch waits for
 	// the monitor's snapshot.
+	a.beginWork()
 	a.setupBridges(ctx)
 	if a.bridgesOK {
 		a.adoptTunnels(ctx)
 		a.takeInstalledFirewall()
 	}
+	a.endWork()
 	for {
 		// Wait for something to do.
 		a.armWake(wake)
@@ -365,7 +383,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.onEvent(ev)
 		}
 		start := time.Now()
+		a.beginWork()
 		a.batch(ctx)
+		a.endWork()
 		a.d.Metrics.ObserveLoop(time.Since(start))
 		a.lastBatchEnd = a.now()
 		a.idle.afterBatch(a.inSync)
@@ -475,9 +495,9 @@ func (a *Agent) nextWake() time.Time {
 	if len(a.dirtyOwner) > 0 && a.started && a.bridgesOK {
 		// Owners left dirty by the end of a batch (e.g. a tunnel port
 		// deleted after the sweep) are applied at once, failed ones after
-		// their back-off.
+		// their back-off, owners the switch rejected after theirs.
 		if a.flowRetryAt.IsZero() {
-			consider(a.now())
+			consider(a.dirtyWake())
 		} else {
 			consider(a.flowRetryAt)
 		}

@@ -149,7 +149,10 @@ type FlowChange struct {
 // Flows is what the loop needs from OpenFlow: one reconciler per bridge.
 type Flows interface {
 	// Apply applies the change to the bridge in one atomic bundle. On error
-	// nothing changed on the bridge.
+	// nothing changed on the bridge, except with an
+	// *openflow.OwnersRejectedError: the switch rejected the flows of the
+	// owners it names (they keep what the bridge held for them) and every
+	// other owner's change was applied.
 	Apply(ctx context.Context, bridge string, ch FlowChange) error
 	// Cookie is the cookie of this run's flows on the bridge (the pipeline
 	// embeds it in br-tun's learn action).

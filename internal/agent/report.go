@@ -23,7 +23,7 @@ func (a *Agent) reportDevices(ctx context.Context) {
 		}
 		switch p.want {
 		case reportUp:
-			if p.wired == wiredUp && p.tagOK {
+			if p.wired == wiredUp && p.tagOK && !a.flowsRejected(id) {
 				r.up = append(r.up, id)
 				r.upNets[p.dev.NetworkID] = true
 				if p.reAdded {
@@ -76,7 +76,7 @@ func (a *Agent) addRefresh(r *reportResult, activeOnly bool) {
 				if activeOnly && !(p.upOnSrv && p.want == reportNone) {
 					continue
 				}
-				if !p.inflight && p.wired == wiredUp && p.tagOK && p.dev != nil && p.dev.NetworkID == id {
+				if !p.inflight && p.wired == wiredUp && p.tagOK && p.dev != nil && p.dev.NetworkID == id && !a.flowsRejected(pid) {
 					r.up = append(r.up, pid)
 					r.upNets[id] = true
 					break

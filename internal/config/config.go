@@ -126,6 +126,14 @@ type RabbitOptions struct {
 	SSLCertFile               string
 	SSLKeyFile                string
 	QOSPrefetchCount          int // 0 = unlimited
+
+	// SSLVersion is ssl_version as written ("", SSLv23 or TLSv1_2; the
+	// option table refuses the others).
+	SSLVersion string
+	// SSLEnforceHostnameVerification checks the broker's name in its
+	// certificate, only when SSLCAFile is set (oslo.messaging); False by
+	// default, as in the reference's oslo.messaging 14.0.3+deb12u1.
+	SSLEnforceHostnameVerification bool
 }
 
 // OVSAgentOptions is [ovsagent]: ovsagent's additions. They only add; with

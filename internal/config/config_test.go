@@ -327,9 +327,10 @@ func TestBadConfigs(t *testing.T) {
 		{"bad rabbit int", "[oslo_messaging_rabbit]\nrabbit_transient_queues_ttl = 0\n", "oslo_messaging_rabbit.rabbit_transient_queues_ttl", "0"},
 		{"bad rabbit bool", "[oslo_messaging_rabbit]\nssl = sure\n", "oslo_messaging_rabbit.ssl", "sure"},
 		{"bad host", "[DEFAULT]\nhost = hv 1\n", "DEFAULT.host", "hv 1"},
-		{"transport not rabbit", "[DEFAULT]\ntransport_url = kafka://u:hunter2@127.0.0.1:9092/\n", "DEFAULT.transport_url", "kafka://u:***@127.0.0.1:9092/"},
-		{"transport no host", "[DEFAULT]\ntransport_url = rabbit://u:hunter2@/\n", "DEFAULT.transport_url", "rabbit://u:***@/"},
-		{"transport bad port", "[DEFAULT]\ntransport_url = rabbit://u:hunter2@127.0.0.1:56x2/\n", "DEFAULT.transport_url", "rabbit://u:***@127.0.0.1:56x2/"},
+		{"transport not rabbit", "[DEFAULT]\ntransport_url = kafka://u:hunter2@127.0.0.1:9092/\n", "DEFAULT.transport_url", `"kafka://***": unsupported scheme "kafka"`},
+		{"transport no host", "[DEFAULT]\ntransport_url = rabbit://u:hunter2@/\n", "DEFAULT.transport_url", `"rabbit://***": host 1: missing host name`},
+		{"transport bad port", "[DEFAULT]\ntransport_url = rabbit://u:hunter2@127.0.0.1:56x2/\n", "DEFAULT.transport_url", `"rabbit://***": host 1: bad port`},
+		{"transport password cut by a question mark", "[DEFAULT]\ntransport_url = rabbit://u:12?hunter2@127.0.0.1/\n", "DEFAULT.transport_url", `"rabbit://***": '@' after the broker list`},
 		{"transport not a url", "[DEFAULT]\ntransport_url = guest:hunter2@127.0.0.1\n", "DEFAULT.transport_url", ""},
 		{"transport unset", "[DEFAULT]\ntransport_url =\n", "DEFAULT.transport_url", ""},
 		{"bad dict", "[ovs]\nresource_provider_hypervisors = br-phys\n", "ovs.resource_provider_hypervisors", "br-phys"},
@@ -375,10 +376,14 @@ func TestUnreadable(t *testing.T) {
 
 func TestMaskTransportURL(t *testing.T) {
 	for in, want := range map[string]string{
-		"rabbit://a:secret@h:5672/":          "rabbit://a:***@h:5672/",
-		"rabbit://a:secret@h:bad/":           "rabbit://a:***@h:bad/",
-		"rabbit://a:secret@h1,b:secret2@h2/": "rabbit://a:***@h1:5672,b:***@h2:5672/",
-		"kafka://a:secret@h/":                "kafka://a:***@h/",
+		"rabbit://a:secret@h:5672/":             "rabbit://a:***@h:5672/",
+		"rabbit://a:secret@h1,a:secret@h2/?x=1": "rabbit://a:***@h1:5672,a:***@h2:5672/?x=1",
+		// unparsable: a piece of the password can be anywhere after the scheme
+		"rabbit://a:secret@h:bad/":           "rabbit://***",
+		"rabbit://a:secret@h1,b:secret2@h2/": "rabbit://***",
+		"rabbit://a:12?secret@h/":            "rabbit://***",
+		"rabbit://a:secret":                  "rabbit://***",
+		"kafka://a:secret@h/":                "kafka://***",
 		"a:secret@h":                         "***",
 	} {
 		if got := MaskTransportURL(in); got != want {

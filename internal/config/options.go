@@ -159,12 +159,7 @@ var optionTable = func() []OptionInfo {
 		h(agent, "drop_flows_on_start", "False"),
 		h(agent, "tunnel_csum", "False"),
 		refBool(agent, "baremetal_smartnic", "smart-NIC baremetal ports are "+notYet),
-		part(agent, "explicitly_egress_direct", "False", "with the openvswitch firewall it is "+notYet, "True", func(v string, all *Raw) bool {
-			fw, _ := all.Lookup("securitygroup", "firewall_driver")
-			sgOn, set := all.Lookup("securitygroup", "enable_security_group")
-			name, _ := normalizeFirewall(fw)
-			return isFalse(v, all) || name != FirewallOpenvswitch || (set && isFalse(sgOn, all))
-		}),
+		h(agent, "explicitly_egress_direct", "False"),
 		h(agent, "dscp", ""),
 		h(agent, "dscp_inherit", "False"),
 		h(agent, "quitting_rpc_timeout", "10"),
@@ -238,9 +233,9 @@ var optionTable = func() []OptionInfo {
 		h(rabbit, "ssl_ca_file", ""),
 		h(rabbit, "ssl_cert_file", ""),
 		h(rabbit, "ssl_key_file", ""),
-		refEmpty(rabbit, "ssl_version", "choosing the TLS version is "+notYet+" (ovs-agent offers TLS 1.2 and 1.3)", "TLSv1_2"),
+		part(rabbit, "ssl_version", "", "SSLv23 (TLS 1.2 or 1.3) and TLSv1_2 (TLS 1.2 only) are honoured; TLSv1, TLSv1_1, SSLv2 and SSLv3 are not offered by ovs-agent (nor by the reference host's OpenSSL)", "TLSv1", isOneOf("", "SSLv23", "TLSv1_2")),
 		refBool(rabbit, "ssl_enforce_fips_mode", "FIPS mode is "+notYet),
-		part(rabbit, "ssl_enforce_hostname_verification", "False", "ovs-agent always verifies the broker's name in its certificate", "False", func(v string, _ *Raw) bool { b, ok := parseBool(v); return !ok || b }),
+		h(rabbit, "ssl_enforce_hostname_verification", "False"),
 		h(rabbit, "heartbeat_timeout_threshold", "60"),
 		h(rabbit, "heartbeat_rate", "2"),
 		ne(rabbit, "heartbeat_in_pthread", "False", "ovs-agent's heartbeats run on their own goroutine whatever this says"),
@@ -324,13 +319,13 @@ func checkSupport(raw *Raw) error {
 		}
 		if o.Default == "False" || o.Default == "True" {
 			if _, isBool := parseBool(v); !isBool {
-				return &Error{Option: optName(o.Section, o.Name), Value: v, Reason: "not a boolean (true/false, yes/no, on/off, 1/0)"}
+				return &Error{Option: raw.origin(o.Section, o.Name), Value: v, Reason: "not a boolean (true/false, yes/no, on/off, 1/0)"}
 			}
 		}
 		if o.Accept(v, raw) {
 			continue
 		}
-		return &RefusedError{Option: optName(o.Section, o.Name), Value: v, Why: o.Why}
+		return &RefusedError{Option: raw.origin(o.Section, o.Name), Value: v, Why: o.Why}
 	}
 	return nil
 }

@@ -100,9 +100,6 @@ func TestRefusedOptionsFailLoad(t *testing.T) {
 		if o.Section == "DEFAULT" {
 			body = fmt.Sprintf("%s%s = %s\n", base, o.Name, o.Refuse)
 		}
-		if o.Name == "explicitly_egress_direct" {
-			body += "[securitygroup]\nfirewall_driver = openvswitch\n"
-		}
 		_, err := load(t, body)
 		var re *RefusedError
 		if !errors.As(err, &re) {
@@ -156,6 +153,7 @@ func TestRefusedExamples(t *testing.T) {
 		"[ovs]\novsdb_connection = unix:/var/run/openvswitch/db.sock\n",
 		"[ovs]\nbridge_mappings = physnet1:br-phys\nresource_provider_bandwidths = br-phys:1000:1000\n",
 		"[agent]\nexplicitly_egress_direct = True\n[securitygroup]\nfirewall_driver = noop\n",
+		"[agent]\nexplicitly_egress_direct = True\n[securitygroup]\nfirewall_driver = openvswitch\n",
 		"[oslo_messaging_rabbit]\nrabbit_login_method = PLAIN\nkombu_failover_strategy = round-robin\n",
 	} {
 		if _, err := load(t, base+body); err != nil {

@@ -33,7 +33,7 @@ type parser struct {
 
 func (p *parser) fail(section, key, value, format string, args ...any) {
 	if p.err == nil {
-		p.err = &Error{Option: optName(section, key), Value: value, Reason: fmt.Sprintf(format, args...)}
+		p.err = &Error{Option: p.raw.origin(section, key), Value: value, Reason: fmt.Sprintf(format, args...)}
 	}
 }
 
@@ -252,6 +252,10 @@ func Parse(raw *Raw) (*Config, error) {
 	p.str(rabbit, "ssl_ca_file", &r.SSLCAFile)
 	p.str(rabbit, "ssl_cert_file", &r.SSLCertFile)
 	p.str(rabbit, "ssl_key_file", &r.SSLKeyFile)
+	if p.str(rabbit, "ssl_version", &r.SSLVersion) {
+		r.SSLVersion = strings.TrimSpace(r.SSLVersion)
+	}
+	p.boolean(rabbit, "ssl_enforce_hostname_verification", &r.SSLEnforceHostnameVerification)
 	p.integer(rabbit, "rabbit_qos_prefetch_count", &r.QOSPrefetchCount, 0, math.MaxInt)
 
 	w := &c.OVSAgent

@@ -44,6 +44,15 @@ func Load(sources []Source, opts Options) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	return loadRaw(raw, opts)
+}
+
+// loadRaw is Load after reading: the transport_url query, types, the option
+// table, validation.
+func loadRaw(raw *Raw, opts Options) (*Config, error) {
+	if err := raw.applyTransportQuery(); err != nil {
+		return nil, err
+	}
 	c, err := Parse(raw)
 	if err != nil {
 		return nil, err

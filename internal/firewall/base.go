@@ -109,5 +109,10 @@ func BaseFlows(cfg Config) []of.Flow {
 	for _, t := range []uint8{TableRulesEgress, TableRulesIngress} {
 		fs = append(fs, flow(t, 50, of.Match{ctInvalid}, resubmit(TableDroppedTraffic)))
 	}
+	if cfg.ExplicitlyEgressDirect {
+		// As the reference's _initialize_egress: below the pipeline's
+		// NORMAL (priority 3), so only what nothing else takes reaches 94.
+		add(flow(TableTransient, 2, nil, resubmit(TableAcceptedEgressNormal)))
+	}
 	return fs
 }

@@ -1,5 +1,5 @@
 // Package metrics holds ovsagent's Prometheus metrics and the HTTP endpoint
-// that serves them with /healthz.
+// that serves them with the probes (/livez, /readyz, /healthz).
 //
 // Every metric lives on its Metrics value (there is no global registry) so
 // tests and several agents in one process do not collide. All methods are
@@ -28,6 +28,8 @@ type Metrics struct {
 	rpcErrors      *vec[counter]
 	flows          *vec[gauge]
 	bundleApply    *vec[histogram]
+	ownerRejected  *vec[counter]
+	ownersHeld     *vec[gauge]
 	resyncs        *vec[counter]
 	loopDuration   *histogram
 	malformed      *vec[counter]
@@ -99,6 +101,12 @@ func New() *Metrics {
 	m.flows = gaugeVec("bridge", "table")
 	fams = append(fams, gaugeFamily("ovsagent_flows", "Flows the agent owns, by bridge and table.", m.flows))
 	m.bundleApply = histMany("ovsagent_bundle_apply_seconds", "Time to apply one OpenFlow bundle, by bridge.", "bridge")
+	m.ownerRejected = counterMany("ovsagent_flow_owner_rejected_total",
+		"Owners whose flows the switch rejected in a bundle, by bridge and owner kind (the rest of the bundle was applied; the owner keeps its previous flows and is retried with back-off).",
+		"bridge", "kind")
+	m.ownersHeld = gaugeVec("bridge")
+	fams = append(fams, gaugeFamily("ovsagent_flow_owners_rejected",
+		"Owners whose latest flows the switch rejected and that are not applied yet, by bridge (their ports are not reported up).", m.ownersHeld))
 	m.resyncs = counterMany("ovsagent_resyncs_total", "Full resyncs, by reason.", "reason")
 	m.loopDuration = histOne("ovsagent_loop_duration_seconds", "Duration of one batch of the agent loop.")
 	m.malformed = counterMany("ovsagent_malformed_messages_total",
@@ -196,6 +204,22 @@ func (m *Metrics) ObserveBundle(bridge string, d time.Duration) {
 	}
 }
 
+// IncOwnerRejected counts one owner whose flows the switch rejected on
+// bridge; kind is the owner key's kind ("fw:port", "port", "net", ...).
+func (m *Metrics) IncOwnerRejected(bridge, kind string) {
+	if m != nil {
+		m.ownerRejected.with(bridge, kind).inc()
+	}
+}
+
+// SetOwnersRejected sets the number of owners of bridge whose flows the
+// switch rejects now.
+func (m *Metrics) SetOwnersRejected(bridge string, n int) {
+	if m != nil {
+		m.ownersHeld.with(bridge, "").set(float64(n))
+	}
+}
+
 // IncResync counts a full resync.
 func (m *Metrics) IncResync(reason string) {
 	if m != nil {
@@ -232,7 +256,8 @@ func (m *Metrics) IncUpdateDeviceList() {
 	}
 }
 
-// SetInSync records whether the agent is in sync; /healthz answers from it.
+// SetInSync records whether the agent is in sync; /readyz (and /healthz)
+// answers from it.
 func (m *Metrics) SetInSync(ok bool) {
 	if m == nil {
 		return
