@@ -129,8 +129,9 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 
 	if cfg.Agent.ReportInterval > 0 {
 		sys, _ := oc.System(ctx)
+		hv := hypervisorHostname(ctx)
 		reporter.Configurations = func() (neutron.AgentConfigurations, bool) {
-			return agentConfigurations(cfg, sys, ag.Devices()), oc.Connected()
+			return agentConfigurations(cfg, sys, hv, ag.Devices()), oc.Connected()
 		}
 		reporter.Synced = ag.InSync
 		reporter.OnReport = func(res string, err error) {
@@ -237,6 +238,7 @@ func agentOptions(cfg *config.Config) agent.Options {
 		// return the burst's garbage to the OS (see agent.idleRelease).
 		ReleaseMemoryIdle: 5 * time.Second,
 		QuitGrace:         cfg.Agent.QuittingRPCTimeout,
+		DropFlowsOnStart:  cfg.Agent.DropFlowsOnStart,
 	}
 	if cfg.TunnelingEnabled() {
 		opt.LocalIP = cfg.OVS.LocalIP
@@ -244,20 +246,17 @@ func agentOptions(cfg *config.Config) agent.Options {
 	return opt
 }
 
-func agentConfigurations(cfg *config.Config, sys ovsdb.SystemInfo, devices int) neutron.AgentConfigurations {
+func agentConfigurations(cfg *config.Config, sys ovsdb.SystemInfo, hypervisor string, devices int) neutron.AgentConfigurations {
 	bm := map[string]string{}
 	for _, m := range cfg.OVS.BridgeMappings {
 		bm[m.Physnet] = m.Bridge
 	}
 	c := neutron.AgentConfigurations{
-		BridgeMappings:                                    bm,
-		ResourceProviderInventoryDefaults:                 neutron.DefaultInventoryDefaults,
-		ResourceProviderPacketProcessingInventoryDefaults: neutron.DefaultInventoryDefaults,
-		ResourceProviderHypervisors:                       cfg.OVS.ResourceProviderHypervisors,
-		IntegrationBridge:                                 cfg.OVS.IntegrationBridge,
-		TunnelTypes:                                       cfg.Agent.TunnelTypes,
-		L2Population:                                      cfg.Agent.L2Population,
-		ARPResponderEnabled:                               cfg.Agent.ARPResponder && cfg.Agent.L2Population,
+		BridgeMappings:      bm,
+		IntegrationBridge:   cfg.OVS.IntegrationBridge,
+		TunnelTypes:         cfg.Agent.TunnelTypes,
+		L2Population:        cfg.Agent.L2Population,
+		ARPResponderEnabled: cfg.Agent.ARPResponder && cfg.Agent.L2Population,
 		// DVR and agent extensions are refused at load (internal/config
 		// options.go): never advertised, whatever the files say.
 		EnableDistributedRouting: false,
@@ -272,6 +271,7 @@ func agentConfigurations(cfg *config.Config, sys ovsdb.SystemInfo, devices int) 
 	if cfg.TunnelingEnabled() {
 		c.TunnelingIP = cfg.OVS.LocalIP
 	}
+	placementConfigurations(cfg, hypervisor, &c)
 	return c
 }
 

@@ -198,6 +198,23 @@ func (o *OFBridges) Reset(bridge string) {
 	}
 }
 
+// DropAll implements Flows: one delete of every flow in every table,
+// whatever its cookie (the reference's uninstall_flows(cookie=COOKIE_ANY)),
+// then the reconciler forgets what it adopted so the next Apply installs
+// every desired flow.
+func (o *OFBridges) DropAll(ctx context.Context, bridge string) error {
+	b, err := o.get(bridge)
+	if err != nil {
+		return err
+	}
+	del := openflow.FlowMod{Command: openflow.CmdDelete, Flow: openflow.Flow{Table: openflow.TableAll}}
+	if err := b.conn.Bundle(ctx, []openflow.FlowMod{del}); err != nil {
+		return fmt.Errorf("openflow: drop flows on %s: %w", bridge, err)
+	}
+	b.rec.Reset()
+	return nil
+}
+
 // Reread implements Flows.
 func (o *OFBridges) Reread(ctx context.Context, bridge string, sweep bool) error {
 	b, err := o.get(bridge)

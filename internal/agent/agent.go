@@ -60,6 +60,11 @@ type Options struct {
 	// RecordRPC makes the agent record its RPC calls in the metrics; off
 	// when the transport's observer already does.
 	RecordRPC bool
+	// DropFlowsOnStart ([agent] drop_flows_on_start) deletes every flow of
+	// br-int, br-tun and the physical bridges once the bridges are set up,
+	// before the first flows are installed, as the reference does, instead
+	// of adopting what an earlier run left. Traffic stops until re-wired.
+	DropFlowsOnStart bool
 	// StuckAfter: a batch running longer is reported stuck (LoopCheck, the
 	// log) until it returns (default 1 min; see watchdog.go).
 	StuckAfter time.Duration
@@ -160,6 +165,7 @@ type Agent struct {
 	bridgesOK     bool
 	bridgeRetryAt time.Time
 	bridgeFails   int
+	flowsDropped  bool // drop_flows_on_start done (once, at the first bridge setup)
 	flowFails     int
 	flowRetryAt   time.Time
 	resync        string // pending full resync reason
@@ -533,11 +539,37 @@ func (a *Agent) setupBridges(ctx context.Context) {
 		a.bridgesOK = false
 		return
 	}
+	if a.opt.DropFlowsOnStart && !a.flowsDropped {
+		if err := a.dropFlows(ctx, l); err != nil {
+			a.bridgeFails++
+			a.bridgeRetryAt = a.now().Add(a.backoff(a.bridgeFails))
+			a.log.Error("agent: drop_flows_on_start failed; retrying", "err", err, "in", a.backoff(a.bridgeFails))
+			a.bridgesOK = false
+			return
+		}
+		a.flowsDropped = true
+	}
 	a.bridgeFails = 0
 	a.bridgesOK = true
 	if a.applyLayout(l) {
 		a.dirtyAll()
 	}
+}
+
+// dropFlows is the reference's uninstall_flows(cookie=COOKIE_ANY) on
+// br-int, br-tun (when tunnelling) and every physical bridge at start
+// under drop_flows_on_start. The reference also unplugs br-int's patch-tun
+// first so nothing floods over it meanwhile; ovs-agent's bridges are in
+// secure fail mode, where a bridge without flows forwards nothing, so the
+// patch port stays (and keeps its ofport).
+func (a *Agent) dropFlows(ctx context.Context, l BridgeLayout) error {
+	for _, br := range l.Bridges() {
+		if err := a.d.Flows.DropAll(ctx, br); err != nil {
+			return fmt.Errorf("agent: drop flows on %s: %w", br, err)
+		}
+	}
+	a.log.Info("agent: drop_flows_on_start: deleted every flow", "bridges", l.Bridges())
+	return nil
 }
 
 // applyLayout records the bridges in the state; it reports whether they

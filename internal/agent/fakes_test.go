@@ -279,6 +279,13 @@ func (f *fakeFlows) Reread(_ context.Context, br string, _ bool) error {
 
 func (f *fakeFlows) Cookie(br string) uint64 { return uint64(len(br)) << 32 }
 
+func (f *fakeFlows) DropAll(_ context.Context, br string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tables[br] = map[string]fakeEntry{}
+	return nil
+}
+
 func (f *fakeFlows) CanaryPresent(_ context.Context, br string) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -165,6 +165,9 @@ type Flows interface {
 	// Reset forgets what the reconciler believes is installed on the bridge
 	// (after ovs-vswitchd restarted, the switch's tables are empty).
 	Reset(bridge string)
+	// DropAll deletes every flow of the bridge, whatever its table or
+	// cookie, and forgets what was installed ([agent] drop_flows_on_start).
+	DropAll(ctx context.Context, bridge string) error
 	// Reread re-reads what the bridge holds (after a reconnect it may differ
 	// from what was installed: flows restored by ovs-ctl lose their flags)
 	// and re-sends what differs from the desired flows; with sweep, flows

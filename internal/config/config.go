@@ -59,6 +59,7 @@ type AgentOptions struct {
 	DSCPSet                bool // dscp was given
 	DSCPInherit            bool
 	ExplicitlyEgressDirect bool
+	DropFlowsOnStart       bool          // delete every flow of the bridges at start instead of adopting them
 	QuittingRPCTimeout     time.Duration // 10 s
 	ReportInterval         time.Duration // 30 s; 0 disables state reports
 	LogAgentHeartbeats     bool
@@ -88,7 +89,9 @@ type OVSOptions struct {
 	BridgeMACTableSize int           // 50000
 	IGMPSnoopingEnable bool
 
-	ResourceProviderHypervisors map[string]string
+	// Placement is the resource_provider_* options (and [ml2]
+	// tunnelled_network_rp_name), reported in report_state.
+	Placement Placement
 }
 
 // Firewall driver names, normalised from the reference's aliases and class paths.
@@ -217,19 +220,24 @@ func Defaults() *Config {
 			ReportInterval:     30 * time.Second,
 		},
 		OVS: OVSOptions{
-			IntegrationBridge:           "br-int",
-			TunnelBridge:                "br-tun",
-			IntPeerPatchPort:            "patch-tun",
-			TunPeerPatchPort:            "patch-int",
-			DatapathType:                "system",
-			VhostuserSocketDir:          "/var/run/openvswitch",
-			OFConnectTimeout:            300 * time.Second,
-			OFRequestTimeout:            300 * time.Second,
-			OFInactivityProbe:           10 * time.Second,
-			OVSDBConnection:             "tcp:127.0.0.1:6640",
-			OVSDBTimeout:                10 * time.Second,
-			BridgeMACTableSize:          50000,
-			ResourceProviderHypervisors: map[string]string{},
+			IntegrationBridge:  "br-int",
+			TunnelBridge:       "br-tun",
+			IntPeerPatchPort:   "patch-tun",
+			TunPeerPatchPort:   "patch-int",
+			DatapathType:       "system",
+			VhostuserSocketDir: "/var/run/openvswitch",
+			OFConnectTimeout:   300 * time.Second,
+			OFRequestTimeout:   300 * time.Second,
+			OFInactivityProbe:  10 * time.Second,
+			OVSDBConnection:    "tcp:127.0.0.1:6640",
+			OVSDBTimeout:       10 * time.Second,
+			BridgeMACTableSize: 50000,
+			Placement: Placement{
+				InventoryDefaults:   defaultInventoryDefaults(),
+				PPInventoryDefaults: defaultInventoryDefaults(),
+				Hypervisors:         map[string]string{},
+				TunnelledRPName:     DefaultRPTunnelledName,
+			},
 		},
 		SecurityGroup: SecurityGroupOptions{
 			FirewallDriver:      FirewallNoop,

@@ -292,8 +292,8 @@ enable_security_group = false
 		c.DeviceListChunk() != 100 || c.OVSAgent.MemoryLimitMiB != 48 || !c.OVSAgent.DebugPprof || c.SecurityGroup.FirewallDriver != FirewallIptablesHybrid || c.EffectiveFirewall() != FirewallNoop {
 		t.Errorf("unexpected: %+v", c)
 	}
-	if !reflect.DeepEqual(c.OVS.ResourceProviderHypervisors, map[string]string{"br-phys": "hv1", "br-x": "hv2"}) {
-		t.Errorf("hypervisors = %v", c.OVS.ResourceProviderHypervisors)
+	if !reflect.DeepEqual(c.OVS.Placement.Hypervisors, map[string]string{"br-phys": "hv1", "br-x": "hv2"}) {
+		t.Errorf("hypervisors = %v", c.OVS.Placement.Hypervisors)
 	}
 }
 

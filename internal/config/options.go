@@ -43,7 +43,7 @@ func (s Status) String() string {
 
 // OptionInfo is one row of the option table.
 type OptionInfo struct {
-	Section string // DEFAULT, agent, ovs, securitygroup, network_log, oslo_messaging_rabbit, ovsagent
+	Section string // DEFAULT, agent, ovs, securitygroup, network_log, oslo_messaging_rabbit, ovsagent, ml2
 	Name    string
 	Default string // the reference default, as written in a config file
 	Status  Status
@@ -156,7 +156,7 @@ var optionTable = func() []OptionInfo {
 		h(agent, "arp_responder", "False"),
 		h(agent, "dont_fragment", "True"),
 		refBool(agent, "enable_distributed_routing", "DVR is "+notYet+": no DVR RPC, no DVR flows"),
-		refBool(agent, "drop_flows_on_start", "dropping all flows at start is "+notYet+"; ovs-agent keeps traffic flowing and removes stale flows by cookie"),
+		h(agent, "drop_flows_on_start", "False"),
 		h(agent, "tunnel_csum", "False"),
 		refBool(agent, "baremetal_smartnic", "smart-NIC baremetal ports are "+notYet),
 		h(agent, "explicitly_egress_direct", "False"),
@@ -201,13 +201,13 @@ var optionTable = func() []OptionInfo {
 		refBool(ovs, "igmp_flood", "the igmp_flood settings are "+notYet),
 		refBool(ovs, "igmp_flood_reports", "the igmp_flood settings are "+notYet),
 		refBool(ovs, "igmp_flood_unregistered", "the igmp_flood settings are "+notYet),
-		refEmpty(ovs, "resource_provider_bandwidths", "placement bandwidth inventories are "+notYet, "br-phys:1000:1000"),
+		h(ovs, "resource_provider_bandwidths", ""),
 		h(ovs, "resource_provider_hypervisors", ""),
-		refEmpty(ovs, "resource_provider_default_hypervisor", "placement inventories are "+notYet, "hv1"),
-		refEmpty(ovs, "resource_provider_inventory_defaults", "placement inventories are "+notYet, "reserved:1"),
-		refEmpty(ovs, "resource_provider_packet_processing_without_direction", "placement packet-rate inventories are "+notYet, ":1000"),
-		refEmpty(ovs, "resource_provider_packet_processing_with_direction", "placement packet-rate inventories are "+notYet, ":1000:1000"),
-		refEmpty(ovs, "resource_provider_packet_processing_inventory_defaults", "placement packet-rate inventories are "+notYet, "reserved:1"),
+		h(ovs, "resource_provider_default_hypervisor", ""),
+		h(ovs, "resource_provider_inventory_defaults", "allocation_ratio:1.0,min_unit:1,step_size:1,reserved:0"),
+		h(ovs, "resource_provider_packet_processing_without_direction", ""),
+		h(ovs, "resource_provider_packet_processing_with_direction", ""),
+		h(ovs, "resource_provider_packet_processing_inventory_defaults", "allocation_ratio:1.0,min_unit:1,step_size:1,reserved:0"),
 		refBool(ovs, "qos_meter_bandwidth", "QoS is "+notYet),
 		ne(ovs, "trunk_enabled", "True", "trunk ports are "+notYet+"; True (the default) is accepted because every configuration carries it, and no trunk is ever reported ACTIVE"),
 
@@ -270,6 +270,9 @@ var optionTable = func() []OptionInfo {
 		ne(rabbit, "conn_pool_min_size", "2", noPool),
 		ne(rabbit, "conn_pool_ttl", "1200", noPool),
 
+		// [ml2]: the one option of it the reference agent reads (2026.2).
+		h("ml2", "tunnelled_network_rp_name", "rp_tunnelled"),
+
 		// [ovsagent]: ovs-agent's own additions, ignored by the reference.
 		h(own, "metrics_listen", DefaultMetricsListen),
 		h(own, "explain_endpoint", "False"),
@@ -284,7 +287,7 @@ var optionTable = func() []OptionInfo {
 // OptionTable lists the option table (sorted by section order, then name).
 func OptionTable() []OptionInfo {
 	out := append([]OptionInfo(nil), optionTable...)
-	order := map[string]int{"DEFAULT": 0, "agent": 1, "ovs": 2, "securitygroup": 3, "network_log": 4, "oslo_messaging_rabbit": 5, "ovsagent": 6}
+	order := map[string]int{"DEFAULT": 0, "agent": 1, "ovs": 2, "securitygroup": 3, "network_log": 4, "oslo_messaging_rabbit": 5, "ovsagent": 6, "ml2": 7}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Section != out[j].Section {
 			return order[out[i].Section] < order[out[j].Section]

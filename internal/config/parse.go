@@ -197,6 +197,7 @@ func Parse(raw *Raw) (*Config, error) {
 	a.DSCPSet = p.integer(agent, "dscp", &a.DSCP, 0, 63)
 	p.boolean(agent, "dscp_inherit", &a.DSCPInherit)
 	p.boolean(agent, "explicitly_egress_direct", &a.ExplicitlyEgressDirect)
+	p.boolean(agent, "drop_flows_on_start", &a.DropFlowsOnStart)
 	p.seconds(agent, "quitting_rpc_timeout", &a.QuittingRPCTimeout, 0)
 	p.floatSeconds(agent, "report_interval", &a.ReportInterval)
 	p.boolean(agent, "log_agent_heartbeats", &a.LogAgentHeartbeats)
@@ -221,7 +222,8 @@ func Parse(raw *Raw) (*Config, error) {
 	p.seconds(ovs, "ovsdb_timeout", &o.OVSDBTimeout, 1)
 	p.integer(ovs, "bridge_mac_table_size", &o.BridgeMACTableSize, 1, math.MaxInt)
 	p.boolean(ovs, "igmp_snooping_enable", &o.IGMPSnoopingEnable)
-	p.dict(ovs, "resource_provider_hypervisors", &o.ResourceProviderHypervisors)
+	p.str("ml2", "tunnelled_network_rp_name", &o.Placement.TunnelledRPName)
+	p.parsePlacement(c.Default.Host, o.BridgeMappings, &o.Placement)
 
 	s := &c.SecurityGroup
 	if v, ok := p.lookup(sg, "firewall_driver"); ok && p.err == nil {
