@@ -166,9 +166,8 @@ type OVSAgentOptions struct {
 	// (runtime/debug.SetMemoryLimit) in MiB; 0 (default) sets none. The
 	// GOMEMLIMIT environment variable, when set, wins. Set it above the
 	// live heap (below it the collector runs nearly non-stop while the agent
-	// works): the fake scale test's process with 40 at 1,000 ports has an
-	// RSS in sync of ~52 instead of ~86-99 MiB, for 2-3x the GCs while
-	// wiring (docs/notes/agent.md, "RSS at 1,000 ports").
+	// works): it trades the garbage a wiring burst leaves mapped for more
+	// GC cycles while wiring (figures in bench/README.md).
 	MemoryLimitMiB int
 	// DebugPprof mounts Go's /debug/pprof/ handlers on the metrics
 	// listener (heap and CPU profiles of a running agent). Default off;

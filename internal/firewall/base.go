@@ -53,8 +53,8 @@ var (
 
 // The actions every port's flows repeat are built once and shared (action
 // values are never modified once built): installed flows are kept for as
-// long as they are installed, 56k at 1,000 ports, and one boxed value per
-// flow and action was ~1 MiB of that heap.
+// long as they are installed, 56k at 1,000 ports, and a boxed value per
+// flow and action would be a large share of the agent's heap.
 var (
 	resubmits   [256]of.Action // resubmit(,t)
 	ctRecircs   [256]of.Action // ct(table=t,zone=NXM_NX_REG6[0..15])

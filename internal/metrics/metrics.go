@@ -8,8 +8,8 @@
 //
 // The package writes the Prometheus text format itself (expose.go) instead
 // of using client_golang: the agent exports a dozen families, and the
-// library, with protobuf and its runtime/metrics Go collector, cost ~1.8 MiB
-// of binary and ~1 MiB of heap for them.
+// library, with protobuf and its runtime/metrics Go collector, cost more
+// binary and heap than the agent's own metrics (bench/README.md).
 package metrics
 
 import (
@@ -50,9 +50,8 @@ type Metrics struct {
 
 // Latency buckets: the agent's own share is milliseconds, the server's
 // floor a few hundred ms, the reference agent seconds; at 1,000 ports a
-// port waits minutes on the server (bench run 6: 112 s mean in the server
-// stage, the last port ACTIVE after 5-10 min), which the buckets up to 15
-// min keep apart instead of lumping into +Inf.
+// port waits minutes on the server (bench/README.md), which the buckets up
+// to 15 min keep apart instead of lumping into +Inf.
 var latencyBuckets = []float64{.001, .0025, .005, .01, .02, .05, .1, .2, .3, .5, .75, 1, 1.5, 2.5, 5, 10, 30,
 	60, 120, 180, 300, 600, 900}
 

@@ -269,10 +269,9 @@ func helloOffers13(msg []byte) bool {
 
 // sessionBufSize is each session's read and write buffer. Larger buffers
 // only save system calls on multi-megabyte bundles and dumps, and each
-// bridge's session holds both for the agent's lifetime (256 KiB each were
-// 1.5 MiB of the heap at 1,000 ports; 64 KiB each, 384 KiB for three
-// bridges). At 16 KiB a bundle of 56k flow_mods (~6 MB) takes ~370 writes
-// instead of ~90, well under a millisecond of system time; a message larger
+// bridge's session holds both for the agent's lifetime. At 16 KiB a bundle
+// of 56k flow_mods (~6 MB) takes ~370 writes instead of ~90 at 64 KiB, a
+// negligible cost next to ovs-vswitchd's work on it; a message larger
 // than the buffer (a 64 KiB flow-stats reply) is read straight into its own
 // slice and written straight from it, bypassing the buffer.
 const sessionBufSize = 16 << 10

@@ -63,8 +63,8 @@ func keyOf(f *Flow) flowKey {
 }
 
 // slot is the state of one entry (16 bytes: there is one per flow, 56k at
-// 1,000 ports; the adopted Flow pointer it held before made it 24, and a
-// map entry 40 bytes instead of 32).
+// 1,000 ports; an adopted Flow pointer here would make it 24, so adopted
+// flows live in a map beside the slots).
 //
 // With wanted, flow idx of of is desired: held says the bridge holds it,
 // else, with adopted, the bridge holds r.adopted[key] instead (nothing
