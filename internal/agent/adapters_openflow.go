@@ -104,8 +104,8 @@ func (o *OFBridges) Add(ctx context.Context, bridge, mgmtPath string) error {
 // Cookies of ovs-agent carry ownCookieTag in their low 16 bits, the rest
 // random. A restarted agent recognises its predecessor's flows by the tag and
 // keeps their cookie: the first bundle after a restart then carries only what
-// changed (at 1,000 ports, re-cookieing every flow cost ovs-vswitchd 7 s of a
-// 8.4 s restart; keeping it, the restart was in sync in 2.6 s). The tag is
+// changed, instead of every flow re-cookied (most of a restart's time at
+// 1,000 ports; bench/README.md). The tag is
 // also what makes a flow ours to delete (sweepable). Flows of any other
 // agent (the reference's random per-run cookie) are untagged but for a
 // 1-in-65,536 chance; such flows are re-installed under a fresh cookie.

@@ -42,9 +42,9 @@ type Options struct {
 	// MaxInflightReports bounds the update_device_list calls out at once
 	// (default 2). neutron-server turns ports ACTIVE one call after another
 	// (one RPC worker, port status rows under DB retry); more calls out do
-	// not make it faster, they queue there and time out together: at 1,000
-	// ports with 8 out, 60 s timeouts and retries of work the server was
-	// still doing doubled the time to all ACTIVE. Two keep a small call
+	// not make it faster, they queue there and time out together, and the
+	// retries of work the server was still doing lengthen the time to all
+	// ACTIVE (bench/README.md, run 5). Two keep a small call
 	// from waiting behind a whole big one. After a failed call the agent
 	// sends one at a time until a call succeeds again (reportLimit).
 	MaxInflightReports int

@@ -42,7 +42,7 @@ func (a *Agent) reportDevices(ctx context.Context) {
 // it, before the batch's flows are applied, carried by a port the server
 // already has ACTIVE and that was already wired (adopted at a restart or a
 // takeover): reporting such a port up again changes nothing on the server,
-// and the call's round trip (0.3–0.7 s here) then overlaps the OVSDB
+// and the call's round trip (the server's slowest step) then overlaps the OVSDB
 // writes and the bundle instead of following them, which is what the
 // first sync waits for. Ports the server does not have ACTIVE are reported
 // only after their flows are in (reportDevices).
