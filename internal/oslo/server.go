@@ -17,8 +17,8 @@ type Request struct {
 	Version   string // "1.0" when the sender gave none
 	Namespace string // "" for None
 	Args      json.RawMessage
-	// Context is the sender's request context (the _context_* keys, prefix removed).
-	Context map[string]any
+
+	inner []byte // the whole inner message, for DecodeContext
 }
 
 // Handler serves one method. The result is JSON-encoded into the reply of a call; an
