@@ -3,6 +3,8 @@ package oslo
 import (
 	"context"
 	"encoding/json"
+	"runtime"
+	"runtime/debug"
 	"time"
 )
 
@@ -40,4 +42,41 @@ func EncodeCast(method, version string, args json.RawMessage) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// PeakLive runs f with the collector running at every 1% of heap growth and returns the
+// largest live heap seen above the heap before f, sampled after each collection.
+func PeakLive(f func()) uint64 {
+	defer debug.SetGCPercent(debug.SetGCPercent(1))
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapAlloc
+	var peak uint64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var last uint32
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var s runtime.MemStats
+			runtime.ReadMemStats(&s)
+			if s.NumGC != last {
+				last = s.NumGC
+				if s.HeapAlloc > base && s.HeapAlloc-base > peak {
+					peak = s.HeapAlloc - base
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	f()
+	close(stop)
+	<-done
+	return peak
 }

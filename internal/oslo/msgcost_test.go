@@ -8,8 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime"
-	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -157,48 +155,11 @@ func BenchmarkMessageCost(b *testing.B) {
 					}
 				}
 				b.StopTimer()
-				b.ReportMetric(float64(peakLive(b, func() {
+				b.ReportMetric(float64(oslo.PeakLive(func() {
 					tr, _ := offlineAgent(b)
 					tr.HandleLocal(c.topic, c.body)
 				}))/(1<<20), "MiB-live")
 			})
 		}
 	}
-}
-
-// peakLive runs f with the collector set to run at every 1% of heap growth and returns
-// the largest live heap seen above the heap before f, sampled after each collection.
-func peakLive(tb testing.TB, f func()) uint64 {
-	defer debug.SetGCPercent(debug.SetGCPercent(1))
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	base := ms.HeapAlloc
-	var peak uint64
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var last uint32
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			var s runtime.MemStats
-			runtime.ReadMemStats(&s)
-			if s.NumGC != last {
-				last = s.NumGC
-				if s.HeapAlloc > base && s.HeapAlloc-base > peak {
-					peak = s.HeapAlloc - base
-				}
-			}
-			runtime.Gosched()
-		}
-	}()
-	f()
-	close(stop)
-	<-done
-	return peak
 }

@@ -159,6 +159,10 @@ func (s *server) declare(sess *session) error {
 			return fmt.Errorf("bind queue %s to %s: %w", q.name, q.exchange, err)
 		}
 	}
+	// Per consumer (global=false), as oslo applies rabbit_qos_prefetch_count.
+	if err := ch.Qos(t.cfg.PrefetchCount, 0, false); err != nil {
+		return fmt.Errorf("basic.qos prefetch %d: %w", t.cfg.PrefetchCount, err)
+	}
 	for _, q := range queues {
 		dels, err := ch.Consume(q.name, "", false, false, false, false, nil)
 		if err != nil {

@@ -55,6 +55,11 @@ type Config struct {
 	BackoffSleep func(ctx context.Context, d time.Duration)
 	// DisableBackoff turns the per-method timeout doubling and sleep off for every call.
 	DisableBackoff bool
+	// PrefetchCount is the AMQP basic.qos prefetch of every consumer
+	// (rabbit_qos_prefetch_count). oslo's 0 means unlimited: the broker then pushes a
+	// whole queue into the client, which buffers it in memory. Here 0 means
+	// DefaultPrefetchCount, so a flooded queue costs at most that many bodies held.
+	PrefetchCount int
 	// MissingReplyQueueTimeout is how long a reply to a queue that does not exist is
 	// retried (kombu_missing_consumer_retry_timeout, 60s).
 	MissingReplyQueueTimeout time.Duration
@@ -108,8 +113,17 @@ func (c Config) withDefaults() Config {
 	if c.MaxReplyBytes <= 0 {
 		c.MaxReplyBytes = DefaultMaxReplyBytes
 	}
+	if c.PrefetchCount <= 0 {
+		c.PrefetchCount = DefaultPrefetchCount
+	}
 	return c
 }
+
+// DefaultPrefetchCount is each consumer's prefetch when none is configured. Messages
+// are acked on receipt and handled one at a time per queue, so a window of 2 keeps the
+// next message on its way while one is handled: no throughput is lost, and a flood of a
+// queue holds at most 2 bodies in this process besides the one being handled.
+const DefaultPrefetchCount = 2
 
 // Stats is a snapshot of the transport's counters.
 type Stats struct {
