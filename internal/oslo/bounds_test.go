@@ -158,3 +158,76 @@ func TestPrefetchHonoured(t *testing.T) {
 		}
 	}
 }
+
+// replySenders counts the goroutines sending or retrying a reply.
+func replySenders() int {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), "oslo.(*Transport).sendReply(")
+}
+
+// TestForgedCallsBounded: every call to a reply queue that does not exist (what anyone
+// who can publish can send) used to start a goroutine retrying its reply for a minute.
+// At most MaxReplySenders are out; the rest are dropped and counted, and a queue found
+// missing once gets no more retries.
+func TestForgedCallsBounded(t *testing.T) {
+	ex, topic := uniq("ovsagent-test"), uniq("t-forged")
+	cleanupTopic(t, ex, topic, "srv")
+	srv := newTransport(t, ex, "srv", func(c *Config) { c.MissingReplyQueueTimeout = 10 * time.Minute })
+	var handled atomic.Int32
+	ep := Endpoint{Version: "1.0", Methods: map[string]Handler{"echo": func(context.Context, *Request) (any, error) {
+		handled.Add(1)
+		return "ok", nil
+	}}}
+	if err := srv.Serve(topic, ep); err != nil {
+		t.Fatal(err)
+	}
+	ch := rawChannel(t)
+	call := func(replyQ string) {
+		t.Helper()
+		body, err := encodeRequest(&outgoing{Method: "echo", Version: "1.0", MsgID: newID(), ReplyQ: replyQ, UniqueID: newID()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ch.PublishWithContext(context.Background(), ex, topic, false, false, amqp.Publishing{Body: body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 50
+	before := replySenders()
+	for i := 0; i < n; i++ {
+		call("reply_" + newID())
+	}
+	waitFor(t, "the calls handled", 30*time.Second, func() bool { return handled.Load() == n })
+	max := srv.cfg.MaxReplySenders
+	if got := replySenders() - before; got > max {
+		t.Errorf("%d reply goroutines for %d forged calls, want at most %d", got, n, max)
+	}
+	if got := srv.Stats().Dropped[ReasonReplyDropped]; got != uint64(n-max) {
+		t.Errorf("dropped replies %d, want %d", got, n-max)
+	}
+
+	// A queue found missing: the first reply is retried until the timeout, the next
+	// one is not sent at all.
+	quick := newTransport(t, ex, "quick", func(c *Config) { c.MissingReplyQueueTimeout = 300 * time.Millisecond })
+	topic2 := uniq("t-forged2")
+	cleanupTopic(t, ex, topic2, "quick")
+	if err := quick.Serve(topic2, ep); err != nil {
+		t.Fatal(err)
+	}
+	gone := "reply_" + newID()
+	body, _ := encodeRequest(&outgoing{Method: "echo", Version: "1.0", MsgID: newID(), ReplyQ: gone, UniqueID: newID()})
+	pub := func() {
+		if err := ch.PublishWithContext(context.Background(), ex, topic2, false, false, amqp.Publishing{Body: body}); err != nil {
+			t.Fatal(err)
+		}
+		body, _ = encodeRequest(&outgoing{Method: "echo", Version: "1.0", MsgID: newID(), ReplyQ: gone, UniqueID: newID()})
+	}
+	pub()
+	waitFor(t, "the first reply given up", 30*time.Second, func() bool { return quick.logs.count("oslo: reply dropped") == 1 })
+	pub()
+	waitFor(t, "the second call dropped", 30*time.Second, func() bool { return quick.Stats().Dropped[ReasonReplyDropped] == 1 })
+	if n := quick.logs.count("oslo: reply not delivered yet, retrying"); n == 0 {
+		t.Errorf("the first reply was not retried")
+	}
+}

@@ -41,6 +41,9 @@ const (
 	ReasonBadField        = "bad_field"
 	ReasonDuplicate       = "duplicate"
 	ReasonUnknownMsgID    = "unknown_msg_id"
+	// A call whose reply was not sent: MaxReplySenders replies are out already, or
+	// its reply queue was found missing before (a forged or long-gone caller).
+	ReasonReplyDropped = "reply_dropped"
 	// A well-formed message no endpoint takes, or whose arguments a handler
 	// rejected by returning a *DecodeError.
 	ReasonUnknownMethod      = "unknown_method"

@@ -18,6 +18,7 @@ func NewOffline(cfg Config) *Transport {
 	t := &Transport{cfg: cfg, log: cfg.Logger, obs: cfg.Observer, id: "offline", replyQ: "reply_offline",
 		up: make(chan struct{}), waiters: map[string]*waiter{}, timeouts: map[string]time.Duration{},
 		stats: Stats{Dropped: map[string]uint64{}}}
+	t.initBounds()
 	t.ctx, t.stop = context.WithCancel(context.Background())
 	return t
 }

@@ -60,6 +60,10 @@ type Config struct {
 	// whole queue into the client, which buffers it in memory. Here 0 means
 	// DefaultPrefetchCount, so a flooded queue costs at most that many bodies held.
 	PrefetchCount int
+	// MaxReplySenders bounds the replies being sent (or retried, see
+	// MissingReplyQueueTimeout) at once (0: DefaultMaxReplySenders). The agent serves no
+	// call neutron-server makes, so a reply beyond it is dropped and counted.
+	MaxReplySenders int
 	// MissingReplyQueueTimeout is how long a reply to a queue that does not exist is
 	// retried (kombu_missing_consumer_retry_timeout, 60s).
 	MissingReplyQueueTimeout time.Duration
@@ -113,6 +117,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxReplyBytes <= 0 {
 		c.MaxReplyBytes = DefaultMaxReplyBytes
 	}
+	if c.MaxReplySenders <= 0 {
+		c.MaxReplySenders = DefaultMaxReplySenders
+	}
 	if c.PrefetchCount <= 0 {
 		c.PrefetchCount = DefaultPrefetchCount
 	}
@@ -124,6 +131,14 @@ func (c Config) withDefaults() Config {
 // next message on its way while one is handled: no throughput is lost, and a flood of a
 // queue holds at most 2 bodies in this process besides the one being handled.
 const DefaultPrefetchCount = 2
+
+// DefaultMaxReplySenders: each reply to a missing queue is retried for up to a minute,
+// so without a bound every forged call would hold a goroutine for that long.
+const DefaultMaxReplySenders = 8
+
+// obsoleteReplyQueues is how many reply queues found missing are remembered (oslo's
+// ObsoleteReplyQueuesCache holds 200): a reply to one of them is dropped at once.
+const obsoleteReplyQueues = 200
 
 // Stats is a snapshot of the transport's counters.
 type Stats struct {
@@ -161,6 +176,10 @@ type Transport struct {
 	closed      bool
 
 	replyDedup dedup
+
+	replySlots chan struct{}       // one per reply being sent
+	obsolete   map[string]struct{} // reply queues a reply was dropped for, under mu
+	obsoleteQ  []string            // … oldest first
 }
 
 // session is one AMQP connection and the channels opened on it.
@@ -199,6 +218,7 @@ func Dial(ctx context.Context, cfg Config) (*Transport, error) {
 		timeouts: make(map[string]time.Duration),
 		stats:    Stats{Dropped: make(map[string]uint64)},
 	}
+	t.initBounds()
 	t.ctx, t.stop = context.WithCancel(context.WithoutCancel(ctx))
 	first := make(chan error, 1)
 	t.wg.Add(1)
@@ -454,6 +474,11 @@ func (t *Transport) drop(topic, queue, reason string, err error, size int) {
 	t.mu.Unlock()
 	t.obs.Dropped(topic, reason)
 	t.log.Warn("oslo: dropping message", "topic", topic, "queue", queue, "reason", reason, "bytes", size, "err", err)
+}
+
+func (t *Transport) initBounds() {
+	t.replySlots = make(chan struct{}, t.cfg.MaxReplySenders)
+	t.obsolete = make(map[string]struct{})
 }
 
 // spawn runs f in a goroutine Close waits for; it refuses once Close has started, so no
