@@ -3,6 +3,7 @@ package oslo
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"runtime"
 	"strconv"
@@ -229,5 +230,49 @@ func TestForgedCallsBounded(t *testing.T) {
 	waitFor(t, "the second call dropped", 30*time.Second, func() bool { return quick.Stats().Dropped[ReasonReplyDropped] == 1 })
 	if n := quick.logs.count("oslo: reply not delivered yet, retrying"); n == 0 {
 		t.Errorf("the first reply was not retried")
+	}
+}
+
+// TestDropLogRateLimited: a flood of malformed messages is counted message by message
+// but logged dropLogBurst lines at once, then one line per dropLogEvery saying how many
+// were not logged.
+func TestDropLogRateLimited(t *testing.T) {
+	logs := &logRecorder{tb: t}
+	obs := newTestObserver()
+	tr := NewOffline(Config{Host: "hv1", Logger: slog.New(logs), Observer: obs})
+	now := time.Unix(1e9, 0)
+	tr.now = func() time.Time { return now }
+	if err := tr.Serve("t-log", Endpoint{Methods: map[string]Handler{"m": func(context.Context, *Request) (any, error) { return nil, nil }}}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 500
+	for i := 0; i < n; i++ {
+		tr.HandleLocal("t-log", []byte("not json"))
+	}
+	const msg = "oslo: dropping message"
+	if got := logs.count(msg); got != dropLogBurst {
+		t.Errorf("%d log lines for %d dropped messages, want %d", got, n, dropLogBurst)
+	}
+	if got := tr.Stats().Dropped[ReasonNotJSON]; got != n {
+		t.Errorf("counted %d dropped, want %d", got, n)
+	}
+	if got := obs.dropped[ReasonNotJSON]; got != n {
+		t.Errorf("observer counted %d dropped, want %d", got, n)
+	}
+	now = now.Add(dropLogEvery)
+	tr.HandleLocal("t-log", []byte("not json"))
+	if got := logs.count(msg); got != dropLogBurst+1 {
+		t.Fatalf("%d log lines after %s, want %d", got, dropLogEvery, dropLogBurst+1)
+	}
+	last := logs.recs[len(logs.recs)-1]
+	var suppressed uint64
+	last.Attrs(func(a slog.Attr) bool {
+		if a.Key == "suppressed" {
+			suppressed = a.Value.Uint64()
+		}
+		return true
+	})
+	if suppressed != n-dropLogBurst {
+		t.Errorf("line after the pause says %d suppressed, want %d", suppressed, n-dropLogBurst)
 	}
 }

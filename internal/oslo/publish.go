@@ -199,7 +199,9 @@ func (t *Transport) sendReply(queue string, body []byte) {
 			if t.ctx.Err() == nil && missing {
 				t.markObsolete(queue)
 			}
-			t.log.Warn("oslo: reply dropped", "reply_queue", queue, "err", err)
+			if ok, suppressed := t.dropLog.allow(t.now()); ok {
+				t.log.Warn("oslo: reply dropped", "reply_queue", queue, "err", err, "suppressed", suppressed)
+			}
 			return
 		}
 		t.log.Debug("oslo: reply not delivered yet, retrying", "reply_queue", queue, "err", err)

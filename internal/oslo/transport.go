@@ -177,6 +177,9 @@ type Transport struct {
 
 	replyDedup dedup
 
+	now     func() time.Time
+	dropLog logLimiter // the log lines of dropped messages (the counters see every one)
+
 	replySlots chan struct{}       // one per reply being sent
 	obsolete   map[string]struct{} // reply queues a reply was dropped for, under mu
 	obsoleteQ  []string            // … oldest first
@@ -473,10 +476,58 @@ func (t *Transport) drop(topic, queue, reason string, err error, size int) {
 	t.stats.Dropped[reason]++
 	t.mu.Unlock()
 	t.obs.Dropped(topic, reason)
-	t.log.Warn("oslo: dropping message", "topic", topic, "queue", queue, "reason", reason, "bytes", size, "err", err)
+	ok, suppressed := t.dropLog.allow(t.now())
+	if !ok {
+		return
+	}
+	attrs := []any{"topic", topic, "queue", queue, "reason", reason, "bytes", size, "err", err}
+	if suppressed > 0 {
+		attrs = append(attrs, "suppressed", suppressed)
+	}
+	t.log.Warn("oslo: dropping message", attrs...)
+}
+
+// Dropped messages are logged up to dropLogBurst lines at once, then one line per
+// dropLogEvery: a flood of bad messages must not become a flood of log lines. The next
+// line logged says how many were not ("suppressed").
+const (
+	dropLogBurst = 20
+	dropLogEvery = 3 * time.Second
+)
+
+// logLimiter is a token bucket of log lines.
+type logLimiter struct {
+	mu         sync.Mutex
+	started    bool
+	tokens     float64
+	last       time.Time
+	suppressed uint64
+}
+
+// allow reports whether a line may be logged at now, and how many lines were
+// suppressed since the last one allowed.
+func (l *logLimiter) allow(now time.Time) (bool, uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.started {
+		l.started, l.tokens, l.last = true, dropLogBurst, now
+	}
+	if d := now.Sub(l.last); d > 0 {
+		l.tokens = min(dropLogBurst, l.tokens+float64(d)/float64(dropLogEvery))
+		l.last = now
+	}
+	if l.tokens < 1 {
+		l.suppressed++
+		return false, 0
+	}
+	l.tokens--
+	n := l.suppressed
+	l.suppressed = 0
+	return true, n
 }
 
 func (t *Transport) initBounds() {
+	t.now = time.Now
 	t.replySlots = make(chan struct{}, t.cfg.MaxReplySenders)
 	t.obsolete = make(map[string]struct{})
 }
