@@ -199,7 +199,7 @@ func (t *Transport) sendReply(queue string, body []byte) {
 			if t.ctx.Err() == nil && missing {
 				t.markObsolete(queue)
 			}
-			if ok, suppressed := t.dropLog.allow(t.now()); ok {
+			if ok, suppressed := t.dropLog.allow(t.clock()); ok {
 				t.log.Warn("oslo: reply dropped", "reply_queue", queue, "err", err, "suppressed", suppressed)
 			}
 			return

@@ -476,7 +476,7 @@ func (t *Transport) drop(topic, queue, reason string, err error, size int) {
 	t.stats.Dropped[reason]++
 	t.mu.Unlock()
 	t.obs.Dropped(topic, reason)
-	ok, suppressed := t.dropLog.allow(t.now())
+	ok, suppressed := t.dropLog.allow(t.clock())
 	if !ok {
 		return
 	}
@@ -485,6 +485,14 @@ func (t *Transport) drop(topic, queue, reason string, err error, size int) {
 		attrs = append(attrs, "suppressed", suppressed)
 	}
 	t.log.Warn("oslo: dropping message", attrs...)
+}
+
+// clock is t.now, or the wall clock for a Transport built without Dial (tests).
+func (t *Transport) clock() time.Time {
+	if t.now == nil {
+		return time.Now()
+	}
+	return t.now()
 }
 
 // Dropped messages are logged up to dropLogBurst lines at once, then one line per
