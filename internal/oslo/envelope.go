@@ -8,7 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unsafe"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -95,10 +96,7 @@ func decodeEnvelope(body []byte, max int, v any) ([]byte, error) {
 	if !env.Message.isString {
 		return nil, decodeErr(ReasonBadEnvelope, "oslo.message is not a string")
 	}
-	// A read-only view of the unescaped string: json.Unmarshal never writes to its input
-	// and the RawMessages it returns are copies, so no byte of it is ever modified. The
-	// copy []byte(s) would be one more allocation of the message's size.
-	inner := unsafe.Slice(unsafe.StringData(env.Message.s), len(env.Message.s))
+	inner := env.Message.b
 	if err := decodeInto(inner, v); err != nil {
 		var de *DecodeError
 		if errors.As(err, &de) {
@@ -112,13 +110,99 @@ func decodeEnvelope(body []byte, max int, v any) ([]byte, error) {
 // envString is an envelope key: whether it was present, and its value if a string.
 type envString struct {
 	set, isString bool
-	s             string
+	s             string // oslo.version
+	b             []byte // oslo.message, unescaped into one buffer
 }
 
 func (f *envString) UnmarshalJSON(b []byte) error {
 	f.set = true
-	f.isString = len(b) > 0 && b[0] == '"' && json.Unmarshal(b, &f.s) == nil
+	if len(b) == 0 || b[0] != '"' {
+		return nil
+	}
+	f.isString = true
+	if len(b) < 64 {
+		f.isString = json.Unmarshal(b, &f.s) == nil
+		f.b = []byte(f.s)
+		return nil
+	}
+	// The message: decoding it into a string would cost twice its size (the
+	// unescaped bytes, then the string), and []byte(s) a third time.
+	f.b = unquoteJSON(b)
 	return nil
+}
+
+// unquoteJSON unescapes the JSON string literal b, which the decoder has already
+// validated, the way encoding/json does (a lone surrogate or an invalid UTF-8 byte
+// becomes U+FFFD).
+func unquoteJSON(b []byte) []byte {
+	b = b[1 : len(b)-1]
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); {
+		c := b[i]
+		switch {
+		case c == '\\':
+			i++
+			switch b[i] {
+			case 'b':
+				out = append(out, '\b')
+			case 'f':
+				out = append(out, '\f')
+			case 'n':
+				out = append(out, '\n')
+			case 'r':
+				out = append(out, '\r')
+			case 't':
+				out = append(out, '\t')
+			case 'u':
+				r := hex4(b[i+1:])
+				i += 4
+				if utf16.IsSurrogate(r) {
+					r2 := rune(-1)
+					if i+6 < len(b) && b[i+1] == '\\' && b[i+2] == 'u' {
+						r2 = hex4(b[i+3:])
+					}
+					if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+						r = dec
+						i += 6
+					} else {
+						r = utf8.RuneError
+					}
+				}
+				out = utf8.AppendRune(out, r)
+			default: // " \ /
+				out = append(out, b[i])
+			}
+			i++
+		case c < utf8.RuneSelf:
+			out = append(out, c)
+			i++
+		default:
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size == 1 {
+				out = utf8.AppendRune(out, utf8.RuneError)
+			} else {
+				out = append(out, b[i:i+size]...)
+			}
+			i += size
+		}
+	}
+	return out
+}
+
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		default:
+			c = c - 'A' + 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }
 
 // decodeInto decodes the JSON object b into the struct v, classifying failures.
