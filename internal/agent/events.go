@@ -142,6 +142,11 @@ func (o *inboxOverflow) add(ev Event, limit int) {
 		if o.full == "" {
 			o.full = e.Reason
 		}
+	default:
+		// An event kind not folded above: a full resync, never nothing.
+		if o.full == "" {
+			o.full = ResyncInboxOverflow
+		}
 	}
 	if o.full == "" && len(o.ports)+len(o.nets)+len(o.fdbNets)+len(o.tunnels) > limit {
 		o.full = ResyncInboxOverflow

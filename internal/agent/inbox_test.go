@@ -95,3 +95,26 @@ func TestFoldedEventsApplied(t *testing.T) {
 		t.Errorf("tunnel_sync of gre not reset by a full tunnel resync")
 	}
 }
+
+// unfoldedEvent stands for an event kind inboxOverflow has no case for.
+type unfoldedEvent struct{}
+
+func (unfoldedEvent) isEvent() {}
+
+// An event kind the overflow does not know is never lost: it costs a full resync.
+func TestInboxUnknownEventFullResync(t *testing.T) {
+	a := New(Options{}, Deps{})
+	for i := 0; i < maxInbox; i++ {
+		a.Notify(SecurityGroupChanged{})
+	}
+	a.Notify(unfoldedEvent{})
+	full := false
+	for _, ev := range a.drainInbox() {
+		if r, ok := ev.(Resync); ok && r.Reason == ResyncInboxOverflow {
+			full = true
+		}
+	}
+	if !full {
+		t.Error("an unknown event folded into nothing")
+	}
+}
