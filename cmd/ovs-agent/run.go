@@ -48,7 +48,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		HeartbeatTimeout: cfg.Rabbit.HeartbeatTimeoutThreshold, HeartbeatRate: cfg.Rabbit.HeartbeatRate,
 		RetryInterval: cfg.Rabbit.RetryInterval, RetryBackoff: cfg.Rabbit.RetryBackoff, RetryMax: cfg.Rabbit.IntervalMax,
 		TransientQueuesTTL: cfg.Rabbit.TransientQueuesTTL, ResponseTimeout: cfg.Default.RPCResponseTimeout,
-		ResponseMaxTimeout: cfg.Default.RPCResponseMaxTimeout, Logger: log,
+		ResponseMaxTimeout: cfg.Default.RPCResponseMaxTimeout, Logger: log, PrefetchCount: cfg.Rabbit.QOSPrefetchCount,
 		Observer: observer{m: m, onReconnect: func() {
 			if ag := a.Load(); ag != nil {
 				ag.Notify(agent.Resync{Reason: "broker-reconnect"})

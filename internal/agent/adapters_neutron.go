@@ -19,8 +19,10 @@ type NeutronServer struct {
 	Cache  *neutron.Cache
 	Host   string
 
-	warmMu  sync.Mutex
-	warming map[string]bool // security groups fetched or being fetched by WarmFromEvent
+	warmMu   sync.Mutex
+	warming  map[string]bool // security groups queued or being fetched by WarmFromEvent
+	warmQ    []string        // … queued
+	warmBusy bool            // the fetching goroutine runs
 
 	prefetchMu sync.Mutex
 	prefetch   chan struct{} // closed when Prefetch's pull has ended
@@ -77,26 +79,51 @@ func (s *NeutronServer) WarmFromEvent(ctx context.Context, ev neutron.Event) {
 	if s.warming == nil {
 		s.warming = map[string]bool{}
 	}
-	var ids []string
 	for _, id := range p.SecurityGroupIDs {
-		if !s.warming[id] {
+		if !s.warming[id] && len(s.warmQ) < maxWarmQueued && s.Cache.SecurityGroup(id) == nil {
 			s.warming[id] = true
-			ids = append(ids, id)
+			s.warmQ = append(s.warmQ, id)
 		}
 	}
+	start := !s.warmBusy && len(s.warmQ) > 0
+	s.warmBusy = s.warmBusy || start
 	s.warmMu.Unlock()
-	if len(ids) == 0 {
-		return
+	if start {
+		go s.warm(ctx)
 	}
-	go func() {
-		if _, _, err := s.SecurityGroups(ctx, ids); err != nil {
-			s.warmMu.Lock()
+}
+
+// maxWarmQueued bounds the groups waiting to be warmed. Warming only saves
+// the wiring path a wait; a group beyond it is fetched when its port is wired.
+const maxWarmQueued = 256
+
+// warm fetches the queued groups, all queued at once, until none is left: a
+// burst of pushes (or a forged one naming many groups) costs one fetch at a
+// time, never one goroutine and one server call per message.
+func (s *NeutronServer) warm(ctx context.Context) {
+	for {
+		s.warmMu.Lock()
+		ids := s.warmQ
+		s.warmQ = nil
+		if len(ids) == 0 || ctx.Err() != nil {
 			for _, id := range ids {
-				delete(s.warming, id) // a later event tries again
+				delete(s.warming, id)
 			}
+			s.warmBusy = false
 			s.warmMu.Unlock()
+			return
 		}
-	}()
+		s.warmMu.Unlock()
+		// An error is not retried here: a later event, or the wiring, asks again.
+		_, _, _ = s.SecurityGroups(ctx, ids)
+		s.warmMu.Lock()
+		for _, id := range ids {
+			// Fetched (the cache answers, and Ensure asks the server for no id
+			// it asked before) or failed (a later event tries again).
+			delete(s.warming, id)
+		}
+		s.warmMu.Unlock()
+	}
 }
 
 func boundTo(p *neutron.Port, host string) bool {

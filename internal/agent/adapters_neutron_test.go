@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -299,5 +300,65 @@ func TestDevicesWaitsForPrefetch(t *testing.T) {
 	s.Prefetch(ctx, ids)
 	if _, _, err := s.Devices(ctx, ids, false); err != nil || pp.returned != before {
 		t.Errorf("warm prefetch + Devices pulled %d ports (%v)", pp.returned-before, err)
+	}
+}
+
+// blockingPuller holds every pull until released, and records how many
+// were out at once.
+type blockingPuller struct {
+	mu          sync.Mutex
+	out, maxOut int
+	pulls       int
+	release     chan struct{}
+	askedSGs    int
+}
+
+func (p *blockingPuller) BulkPull(_ context.Context, rtype string, f neutron.Filter) ([]neutron.Resource, error) {
+	p.mu.Lock()
+	p.out++
+	p.pulls++
+	p.maxOut = max(p.maxOut, p.out)
+	if rtype == neutron.TypeSecurityGroup {
+		p.askedSGs += len(f["id"])
+	}
+	p.mu.Unlock()
+	<-p.release
+	p.mu.Lock()
+	p.out--
+	p.mu.Unlock()
+	return nil, nil
+}
+
+// A burst of Port pushes bound here, each naming groups not cached (a forged
+// flood, or a bulk change), used to start one goroutine and one set of
+// server pulls per message. They are fetched by one goroutine, the groups
+// queued meanwhile together, at most maxWarmQueued of them.
+func TestWarmFromEventCoalesced(t *testing.T) {
+	pl := &blockingPuller{release: make(chan struct{})}
+	s := &NeutronServer{Cache: neutron.NewCache(neutron.CacheOptions{Puller: pl}), Host: "me"}
+	ctx := context.Background()
+	const n = 200
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("p%d", i)
+		s.WarmFromEvent(ctx, neutron.Event{Type: neutron.TypePort, Kind: neutron.Updated, ID: id, New: &neutron.Port{ID: id, NetworkID: "n",
+			SecurityGroupIDs: []string{fmt.Sprintf("sg%d-a", i), fmt.Sprintf("sg%d-b", i), fmt.Sprintf("sg%d-c", i)},
+			Bindings:         []neutron.PortBinding{{PortID: id, Host: "me"}}}})
+	}
+	close(pl.release)
+	for done := false; !done; time.Sleep(5 * time.Millisecond) {
+		s.warmMu.Lock()
+		done = !s.warmBusy
+		s.warmMu.Unlock()
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	// One round for the first port's groups (group and rule pulls at once),
+	// one for all queued meanwhile.
+	if pl.maxOut > 2 || pl.pulls > 4 {
+		t.Errorf("%d pulls, %d at once, for %d pushes", pl.pulls, pl.maxOut, n)
+	}
+	// The round out when the burst came, and the queue.
+	if want := 2 * maxWarmQueued; pl.askedSGs > want {
+		t.Errorf("asked for %d groups, want at most %d", pl.askedSGs, want)
 	}
 }

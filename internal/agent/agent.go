@@ -123,6 +123,8 @@ type Agent struct {
 	// inbox: notifications from any goroutine, drained by the loop.
 	inMu     sync.Mutex
 	inbox    []Event
+	inOver   inboxOverflow // events beyond inCap, folded
+	inCap    int
 	inReady  chan struct{}
 	explain  chan explainReq
 	results  chan *reportResult
@@ -215,6 +217,7 @@ func New(opt Options, d Deps) *Agent {
 	a := &Agent{
 		opt: opt, d: d, log: d.Log, now: d.Now,
 		inReady:     make(chan struct{}, 1),
+		inCap:       maxInbox,
 		explain:     make(chan explainReq),
 		results:     make(chan *reportResult, opt.MaxInflightReports),
 		reportLimit: opt.MaxInflightReports,
@@ -251,10 +254,18 @@ func New(opt Options, d Deps) *Agent {
 	return a
 }
 
-// Notify hands a server-side event to the loop. It never blocks.
+// Notify hands a server-side event to the loop. It never blocks; beyond
+// inCap waiting events it folds ev into a resync of what ev names.
 func (a *Agent) Notify(ev Event) {
 	a.inMu.Lock()
-	a.inbox = append(a.inbox, ev)
+	if len(a.inbox) < a.inCap {
+		a.inbox = append(a.inbox, ev)
+	} else {
+		if a.inOver.n == 0 {
+			a.log.Warn("agent: event inbox full, folding further events into a resync of what they name", "waiting", len(a.inbox))
+		}
+		a.inOver.add(ev, a.inCap)
+	}
 	a.inMu.Unlock()
 	select {
 	case a.inReady <- struct{}{}:
@@ -264,7 +275,7 @@ func (a *Agent) Notify(ev Event) {
 
 func (a *Agent) drainInbox() []Event {
 	a.inMu.Lock()
-	evs := a.inbox
+	evs := append(a.inbox, a.inOver.events()...)
 	a.inbox = nil
 	a.inMu.Unlock()
 	return evs

@@ -61,6 +61,16 @@ const ResyncRevived = "revived"
 // anything else that may have lost notifications.
 type Resync struct{ Reason string }
 
+// fdbRefresh: l2pop entries of this network were folded away on an inbox
+// overflow; the server is asked for the network's whole FDB again.
+type fdbRefresh struct{ NetworkID string }
+
+// tunnelResync: tunnel_update/delete casts of this type ("" every type) were
+// folded away on an inbox overflow; tunnel_sync runs again.
+type tunnelResync struct{ Type string }
+
+func (fdbRefresh) isEvent()           {}
+func (tunnelResync) isEvent()         {}
 func (PortChanged) isEvent()          {}
 func (PortDeleted) isEvent()          {}
 func (NetworkChanged) isEvent()       {}
@@ -75,3 +85,112 @@ func (Resync) isEvent()               {}
 
 // FloodingEntry is l2pop's FLOODING_ENTRY MAC.
 const floodMAC = "00:00:00:00:00:00"
+
+// maxInbox bounds the events waiting for the loop. Beyond it an event is folded
+// into inboxOverflow, which keeps only which resource must be read again: a
+// flood of notifications costs a bounded amount of memory and one resync of
+// what it touched, and nothing is dropped silently.
+const maxInbox = 4096
+
+// ResyncInboxOverflow is the Resync reason when even the folded resources
+// exceed maxInbox.
+const ResyncInboxOverflow = "inbox-overflow"
+
+// inboxOverflow is what the events that did not fit in the inbox asked for.
+type inboxOverflow struct {
+	n       int // events folded
+	ports   map[string]bool
+	nets    map[string]bool
+	fdbNets map[string]bool
+	tunnels map[string]bool
+	sg      bool
+	full    string // full resync reason
+}
+
+// add folds ev; limit bounds the resources remembered, beyond which a full
+// resync stands for all of them.
+func (o *inboxOverflow) add(ev Event, limit int) {
+	o.n++
+	if o.ports == nil {
+		o.ports, o.nets, o.fdbNets, o.tunnels = map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
+	}
+	switch e := ev.(type) {
+	case PortChanged:
+		o.ports[e.PortID] = true
+	case PortDeleted: // handled exactly like PortChanged: the port is read again
+		o.ports[e.PortID] = true
+	case NetworkChanged:
+		o.nets[e.NetworkID] = true
+	case SecurityGroupChanged:
+		o.sg = true
+	case FDBAdd:
+		for id := range e.Entries {
+			o.fdbNets[id] = true
+		}
+	case FDBRemove:
+		for id := range e.Entries {
+			o.fdbNets[id] = true
+		}
+	case FDBUpdate:
+		for id := range e.ChgIP {
+			o.fdbNets[id] = true
+		}
+	case fdbRefresh:
+		o.fdbNets[e.NetworkID] = true
+	case TunnelUpdate:
+		o.tunnels[e.Type] = true
+	case TunnelDelete:
+		o.tunnels[e.Type] = true
+	case tunnelResync:
+		o.tunnels[e.Type] = true
+	case Resync:
+		if o.full == "" {
+			o.full = e.Reason
+		}
+	default:
+		// An event kind not folded above: a full resync, never nothing.
+		if o.full == "" {
+			o.full = ResyncInboxOverflow
+		}
+	}
+	if o.full == "" && len(o.ports)+len(o.nets)+len(o.fdbNets)+len(o.tunnels) > limit {
+		o.full = ResyncInboxOverflow
+	}
+	if o.full != "" {
+		// A full resync reads every port, group and FDB again; tunnels too.
+		clear(o.ports)
+		clear(o.nets)
+		clear(o.fdbNets)
+		clear(o.tunnels)
+		o.tunnels[""] = true
+		o.sg = false
+	}
+}
+
+// events turns the folded resources into events and empties o.
+func (o *inboxOverflow) events() []Event {
+	if o.n == 0 {
+		return nil
+	}
+	var out []Event
+	if o.full != "" {
+		out = append(out, Resync{Reason: o.full})
+	}
+	for _, id := range sortedKeys(o.ports) {
+		out = append(out, PortChanged{PortID: id})
+	}
+	for _, id := range sortedKeys(o.nets) {
+		out = append(out, NetworkChanged{NetworkID: id})
+	}
+	for _, id := range sortedKeys(o.fdbNets) {
+		out = append(out, fdbRefresh{NetworkID: id})
+	}
+	for _, t := range sortedKeys(o.tunnels) {
+		out = append(out, tunnelResync{Type: t})
+	}
+	if o.sg {
+		out = append(out, SecurityGroupChanged{})
+	}
+	*o = inboxOverflow{}
+	return out
+}

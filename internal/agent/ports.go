@@ -214,5 +214,19 @@ func (a *Agent) onEvent(ev Event) {
 		if a.resync == "" {
 			a.resync = e.Reason
 		}
+	case fdbRefresh:
+		// As startResync does for every network: the next report of one of
+		// its ports asks the server for the network's FDB.
+		for k, n := range a.ps.Networks {
+			if k.NetworkID == e.NetworkID && n.Type.IsTunnel() && a.opt.L2Population {
+				a.refreshNets[k.NetworkID] = true
+			}
+		}
+	case tunnelResync:
+		for typ := range a.tunnelSync {
+			if e.Type == "" || e.Type == typ {
+				a.tunnelSync[typ] = &retry{}
+			}
+		}
 	}
 }

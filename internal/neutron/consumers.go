@@ -55,6 +55,10 @@ func (p *PortInfo) UnmarshalJSON(b []byte) error {
 		p.MAC, p.IP = o.MAC, o.IP
 		return nil
 	}
+	if mac, ip, ok := plainPair(b); ok {
+		p.MAC, p.IP = mac, ip
+		return nil
+	}
 	var l []string
 	if err := json.Unmarshal(b, &l); err != nil {
 		return fmt.Errorf("fdb entry: %w", err)
@@ -64,6 +68,36 @@ func (p *PortInfo) UnmarshalJSON(b []byte) error {
 	}
 	p.MAC, p.IP = l[0], l[1]
 	return nil
+}
+
+// plainPair reads ["mac", "ip"] whose two strings have no escapes, the
+// form the server sends, without a decoder per entry (an l2pop message holds
+// one entry per remote port). b is valid JSON (the message was validated
+// whole); anything else is left to encoding/json.
+func plainPair(b []byte) (mac, ip string, ok bool) {
+	str := func(b []byte) (string, []byte, bool) {
+		b = bytes.TrimLeft(b, " \t\r\n")
+		if len(b) == 0 || b[0] != '"' {
+			return "", nil, false
+		}
+		end := bytes.IndexByte(b[1:], '"')
+		if end < 0 || bytes.IndexByte(b[1:1+end], '\\') >= 0 {
+			return "", nil, false
+		}
+		return string(b[1 : 1+end]), bytes.TrimLeft(b[2+end:], " \t\r\n"), true
+	}
+	if len(b) == 0 || b[0] != '[' {
+		return "", "", false
+	}
+	mac, rest, ok := str(b[1:])
+	if !ok || len(rest) == 0 || rest[0] != ',' {
+		return "", "", false
+	}
+	ip, rest, ok = str(rest[1:])
+	if !ok || len(rest) == 0 || rest[0] != ']' {
+		return "", "", false
+	}
+	return mac, ip, true
 }
 
 // MarshalJSON renders the wire form [mac, ip].
@@ -212,15 +246,21 @@ func (cfg ConsumerConfig) agentEndpoint() Endpoint {
 	}
 	fdb := func(deliver func(context.Context, FDBEntries) error) Handler {
 		return func(ctx context.Context, req *Request) (any, error) {
+			// The host first: entries meant for another agent are not decoded.
+			var h struct {
+				Host *string `json:"host"`
+			}
+			if err := decodeArgs(req, &h); err != nil {
+				return nil, err
+			}
+			if cfg.forOtherHost(h.Host) {
+				return nil, nil
+			}
 			var a struct {
-				FDB  FDBEntries `json:"fdb_entries"`
-				Host *string    `json:"host"`
+				FDB FDBEntries `json:"fdb_entries"`
 			}
 			if err := decodeArgs(req, &a); err != nil {
 				return nil, err
-			}
-			if cfg.forOtherHost(a.Host) {
-				return nil, nil
 			}
 			if err := a.FDB.validate(); err != nil {
 				return nil, fmt.Errorf("%w: %s: %v", ErrBadArgs, req.Method, err)

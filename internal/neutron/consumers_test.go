@@ -206,3 +206,27 @@ func TestConsumersBadArgs(t *testing.T) {
 		t.Fatalf("good after bad: %v %v", err, h.got)
 	}
 }
+
+// The fast path for [mac, ip] entries decodes what encoding/json decodes.
+func TestPortInfoFastPathMatchesJSON(t *testing.T) {
+	for _, in := range []string{
+		`["fa:16:3e:00:00:01", "10.0.0.1"]`, `[ "m" ,"i" ]`, `["m", "i", "x", 5]`, `["m\"q", "i"]`,
+		`["m", "i\u0041"]`, `["", ""]`, `["m"]`, `[]`, `["m", 5]`, `[5, "i"]`, `{"mac_address": "m", "ip_address": "i"}`,
+	} {
+		var got PortInfo
+		gerr := json.Unmarshal([]byte(in), &got)
+		var want PortInfo
+		var l []string
+		werr := json.Unmarshal([]byte(in), &l)
+		if werr == nil && len(l) >= 2 {
+			want = PortInfo{MAC: l[0], IP: l[1]}
+		} else if in[0] == '{' {
+			want, werr = PortInfo{MAC: "m", IP: "i"}, nil
+		} else if werr == nil {
+			werr = errors.New("short")
+		}
+		if (gerr == nil) != (werr == nil) || got != want {
+			t.Errorf("%s: got %+v %v, want %+v %v", in, got, gerr, want, werr)
+		}
+	}
+}

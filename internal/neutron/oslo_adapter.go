@@ -53,7 +53,7 @@ func (o Oslo) Serve(topic string, eps ...Endpoint) error {
 // *oslo.DecodeError, which oslo logs once and counts as a dropped message (bad_args).
 func osloHandler(h Handler) oslo.Handler {
 	return func(ctx context.Context, req *oslo.Request) (any, error) {
-		res, err := h(ctx, &Request{Method: req.Method, Version: req.Version, Namespace: req.Namespace, Args: req.Args, Context: req.Context})
+		res, err := h(ctx, &Request{Method: req.Method, Version: req.Version, Namespace: req.Namespace, Args: req.Args})
 		if errors.Is(err, ErrBadArgs) {
 			return res, &oslo.DecodeError{Reason: oslo.ReasonBadArgs, Detail: err.Error()}
 		}

@@ -28,7 +28,6 @@ type RPC interface {
 type Request struct {
 	Method, Version, Namespace string
 	Args                       json.RawMessage
-	Context                    map[string]any
 }
 
 // Handler serves one method. An error is logged and counted by the transport (and

@@ -285,6 +285,10 @@ func (t *Transport) declareReply(sess *session) error {
 	if _, err := ch.QueueDeclare(t.replyQ, false, false, false, false, t.transientArgs()); err != nil {
 		return fmt.Errorf("declare %s: %w", t.replyQ, err)
 	}
+	if err := ch.Qos(t.cfg.PrefetchCount, 0, false); err != nil {
+		_ = ch.Close()
+		return fmt.Errorf("basic.qos prefetch %d: %w", t.cfg.PrefetchCount, err)
+	}
 	dels, err := ch.Consume(t.replyQ, "", false, false, false, false, nil)
 	if err != nil {
 		_ = ch.Close()

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -40,6 +42,9 @@ const (
 	ReasonBadField        = "bad_field"
 	ReasonDuplicate       = "duplicate"
 	ReasonUnknownMsgID    = "unknown_msg_id"
+	// A call whose reply was not sent: MaxReplySenders replies are out already, or
+	// its reply queue was found missing before (a forged or long-gone caller).
+	ReasonReplyDropped = "reply_dropped"
 	// A well-formed message no endpoint takes, or whose arguments a handler
 	// rejected by returning a *DecodeError.
 	ReasonUnknownMethod      = "unknown_method"
@@ -60,57 +65,174 @@ func decodeErr(reason, format string, a ...any) *DecodeError {
 	return &DecodeError{Reason: reason, Detail: fmt.Sprintf(format, a...)}
 }
 
-// decodeEnvelope returns the top-level keys of the inner message. A JSON object without
-// both envelope keys is taken as a bare (pre-envelope) message, as oslo does.
-func decodeEnvelope(body []byte, max int) (map[string]json.RawMessage, error) {
+// decodeEnvelope decodes the inner message of body into the struct v and returns it. A
+// JSON object without both envelope keys is taken as a bare (pre-envelope) message, as
+// oslo does. The size is checked before anything is decoded, and nothing but the inner
+// message is copied: a key the agent does not read (a _context_* value, an unknown key)
+// is scanned, never decoded, however large.
+func decodeEnvelope(body []byte, max int, v any) ([]byte, error) {
 	if max <= 0 {
 		max = DefaultMaxMessageBytes
 	}
 	if len(body) > max {
 		return nil, decodeErr(ReasonTooLarge, "%d bytes > limit %d", len(body), max)
 	}
-	outer, err := decodeObject(body)
-	if err != nil {
+	var env struct {
+		Version envString `json:"oslo.version"`
+		Message envString `json:"oslo.message"`
+	}
+	if err := decodeInto(body, &env); err != nil {
 		return nil, err
 	}
-	rawVer, hasVer := outer[envVersionKey]
-	rawMsg, hasMsg := outer[envMessageKey]
-	if !hasVer || !hasMsg {
-		return outer, nil
+	if !env.Version.set || !env.Message.set {
+		return body, decodeInto(body, v)
 	}
-	var ver string
-	if err := json.Unmarshal(rawVer, &ver); err != nil {
+	if !env.Version.isString {
 		return nil, decodeErr(ReasonEnvelopeVersion, "oslo.version is not a string")
 	}
-	if ok, _ := versionCompatible(EnvelopeVersion, ver); !ok {
-		return nil, decodeErr(ReasonEnvelopeVersion, "oslo.version %q not compatible with %s", ver, EnvelopeVersion)
+	if ok, _ := versionCompatible(EnvelopeVersion, env.Version.s); !ok {
+		return nil, decodeErr(ReasonEnvelopeVersion, "oslo.version %q not compatible with %s", env.Version.s, EnvelopeVersion)
 	}
-	var inner string
-	if err := json.Unmarshal(rawMsg, &inner); err != nil {
+	if !env.Message.isString {
 		return nil, decodeErr(ReasonBadEnvelope, "oslo.message is not a string")
 	}
-	m, err := decodeObject([]byte(inner))
-	if err != nil {
+	inner := env.Message.b
+	if err := decodeInto(inner, v); err != nil {
 		var de *DecodeError
 		if errors.As(err, &de) {
 			de.Detail = "inner message: " + de.Detail
 		}
 		return nil, err
 	}
-	return m, nil
+	return inner, nil
 }
 
-func decodeObject(b []byte) (map[string]json.RawMessage, error) {
-	var m map[string]json.RawMessage
-	err := json.Unmarshal(b, &m) // validates the whole input before decoding
+// envString is an envelope key: whether it was present, and its value if a string.
+type envString struct {
+	set, isString bool
+	s             string // oslo.version
+	b             []byte // oslo.message, unescaped into one buffer
+}
+
+func (f *envString) UnmarshalJSON(b []byte) error {
+	f.set = true
+	if len(b) == 0 || b[0] != '"' {
+		return nil
+	}
+	f.isString = true
+	if len(b) < 64 {
+		f.isString = json.Unmarshal(b, &f.s) == nil
+		f.b = []byte(f.s)
+		return nil
+	}
+	// The message: decoding it into a string would cost twice its size (the
+	// unescaped bytes, then the string), and []byte(s) a third time.
+	f.b = unquoteJSON(b)
+	return nil
+}
+
+// unquoteJSON unescapes the JSON string literal b, which the decoder has already
+// validated, the way encoding/json does (a lone surrogate or an invalid UTF-8 byte
+// becomes U+FFFD).
+func unquoteJSON(b []byte) []byte {
+	b = b[1 : len(b)-1]
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); {
+		c := b[i]
+		switch {
+		case c == '\\':
+			i++
+			switch b[i] {
+			case 'b':
+				out = append(out, '\b')
+			case 'f':
+				out = append(out, '\f')
+			case 'n':
+				out = append(out, '\n')
+			case 'r':
+				out = append(out, '\r')
+			case 't':
+				out = append(out, '\t')
+			case 'u':
+				r := hex4(b[i+1:])
+				i += 4
+				if utf16.IsSurrogate(r) {
+					r2 := rune(-1)
+					if i+6 < len(b) && b[i+1] == '\\' && b[i+2] == 'u' {
+						r2 = hex4(b[i+3:])
+					}
+					if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+						r = dec
+						i += 6
+					} else {
+						r = utf8.RuneError
+					}
+				}
+				out = utf8.AppendRune(out, r)
+			default: // " \ /
+				out = append(out, b[i])
+			}
+			i++
+		case c < utf8.RuneSelf:
+			out = append(out, c)
+			i++
+		default:
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size == 1 {
+				out = utf8.AppendRune(out, utf8.RuneError)
+			} else {
+				out = append(out, b[i:i+size]...)
+			}
+			i += size
+		}
+	}
+	return out
+}
+
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		default:
+			c = c - 'A' + 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
+}
+
+// decodeInto decodes the JSON object b into the struct v, classifying failures.
+// encoding/json matches keys case-insensitively; neutron-server sends only lower case,
+// and a key in other case reaches nothing a lower-case one could not.
+func decodeInto(b []byte, v any) error {
+	if firstByte(b) != '{' {
+		if !json.Valid(b) {
+			return syntaxErr(b)
+		}
+		return decodeErr(ReasonNotObject, "JSON value is not an object")
+	}
+	err := json.Unmarshal(b, v) // validates the whole input before decoding
 	var syn *json.SyntaxError
 	switch {
 	case errors.As(err, &syn):
-		return nil, decodeErr(ReasonNotJSON, "invalid JSON (%d bytes) at offset %d", len(b), syn.Offset)
-	case err != nil || m == nil:
-		return nil, decodeErr(ReasonNotObject, "JSON value is not an object")
+		return decodeErr(ReasonNotJSON, "invalid JSON (%d bytes) at offset %d", len(b), syn.Offset)
+	case err != nil:
+		return decodeErr(ReasonBadField, "%v", err)
 	}
-	return m, nil
+	return nil
+}
+
+func syntaxErr(b []byte) error {
+	var off int64
+	var syn *json.SyntaxError
+	if err := json.Unmarshal(b, new(json.RawMessage)); errors.As(err, &syn) {
+		off = syn.Offset
+	}
+	return decodeErr(ReasonNotJSON, "invalid JSON (%d bytes) at offset %d", len(b), off)
 }
 
 // encodeEnvelope wraps an inner JSON message into the 2.0 envelope.
@@ -131,66 +253,87 @@ type incoming struct {
 	ReplyQ   string // set for calls
 }
 
+// requestWire is the part of a request the agent reads. Every other key (the
+// _context_* ones included) is skipped by the decoder without being decoded.
+type requestWire struct {
+	Method    json.RawMessage `json:"method"`
+	Args      json.RawMessage `json:"args"`
+	Version   json.RawMessage `json:"version"`
+	Namespace json.RawMessage `json:"namespace"`
+	UniqueID  json.RawMessage `json:"_unique_id"`
+	MsgID     json.RawMessage `json:"_msg_id"`
+	ReplyQ    json.RawMessage `json:"_reply_q"`
+}
+
 func decodeRequest(body []byte, max int) (*incoming, error) {
-	m, err := decodeEnvelope(body, max)
+	var w requestWire
+	inner, err := decodeEnvelope(body, max, &w)
 	if err != nil {
 		return nil, err
 	}
 	in := &incoming{}
-	if raw, ok := m["method"]; !ok || isNull(raw) {
+	if len(w.Method) == 0 || isNull(w.Method) {
 		return nil, decodeErr(ReasonMissingMethod, "no method")
-	} else if err := json.Unmarshal(raw, &in.Method); err != nil || in.Method == "" {
+	} else if err := json.Unmarshal(w.Method, &in.Method); err != nil || in.Method == "" {
 		return nil, decodeErr(ReasonMissingMethod, "method is not a non-empty string")
 	}
-	if raw, ok := m["args"]; !ok || isNull(raw) {
+	if len(w.Args) == 0 || isNull(w.Args) {
 		in.Args = json.RawMessage("{}")
-	} else if firstByte(raw) != '{' {
+	} else if firstByte(w.Args) != '{' {
 		return nil, decodeErr(ReasonBadArgs, "args of method %s is not an object", in.Method)
 	} else {
-		in.Args = raw
+		in.Args = w.Args
 	}
-	if err := optString(m, "version", &in.Version); err != nil {
-		return nil, err
+	for _, f := range []struct {
+		key string
+		raw json.RawMessage
+		dst *string
+	}{{"version", w.Version, &in.Version}, {"namespace", w.Namespace, &in.Namespace},
+		{"_unique_id", w.UniqueID, &in.UniqueID}, {"_msg_id", w.MsgID, &in.MsgID}, {"_reply_q", w.ReplyQ, &in.ReplyQ}} {
+		if err := rawString(f.key, f.raw, f.dst); err != nil {
+			return nil, err
+		}
 	}
 	if in.Version == "" {
 		in.Version = "1.0"
 	}
-	if err := optString(m, "namespace", &in.Namespace); err != nil {
-		return nil, err
-	}
-	for _, f := range []struct {
-		key string
-		dst *string
-	}{{"_unique_id", &in.UniqueID}, {"_msg_id", &in.MsgID}, {"_reply_q", &in.ReplyQ}} {
-		if err := optString(m, f.key, f.dst); err != nil {
-			return nil, err
-		}
-	}
 	if in.MsgID != "" && in.ReplyQ == "" {
 		return nil, decodeErr(ReasonBadField, "call %s has _msg_id but no _reply_q", in.Method)
 	}
-	in.Context = make(map[string]any)
-	for k, raw := range m {
-		if key, ok := strings.CutPrefix(k, contextPrefix); ok {
-			var v any
-			if err := json.Unmarshal(raw, &v); err != nil {
-				return nil, decodeErr(ReasonBadField, "context key %s", key)
-			}
-			in.Context[key] = v
-		}
-	}
+	in.inner = inner
 	return in, nil
 }
 
-func optString(m map[string]json.RawMessage, key string, dst *string) error {
-	raw, ok := m[key]
-	if !ok || isNull(raw) {
+// rawString decodes an optional string field (absent and null leave dst as it is).
+func rawString(key string, raw json.RawMessage, dst *string) error {
+	if len(raw) == 0 || isNull(raw) {
 		return nil
 	}
 	if err := json.Unmarshal(raw, dst); err != nil {
 		return decodeErr(ReasonBadField, "%s is not a string", key)
 	}
 	return nil
+}
+
+// DecodeContext decodes the sender's request context (the _context_* keys, prefix
+// removed). It is decoded on demand only: no handler of the agent reads it, and a
+// context value can be as large as the message.
+func (r *Request) DecodeContext() (map[string]any, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(r.inner, &m); err != nil {
+		return nil, fmt.Errorf("oslo: request context: %w", err)
+	}
+	out := make(map[string]any)
+	for k, raw := range m {
+		if key, ok := strings.CutPrefix(k, contextPrefix); ok {
+			var v any
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return nil, fmt.Errorf("oslo: request context %s: %w", key, err)
+			}
+			out[key] = v
+		}
+	}
+	return out, nil
 }
 
 func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
@@ -370,31 +513,40 @@ func encodeReply(r *reply) ([]byte, error) {
 	return encodeEnvelope(b.Bytes()), nil
 }
 
+// replyWire is the part of a reply the agent reads.
+type replyWire struct {
+	Result   json.RawMessage `json:"result"`
+	Failure  json.RawMessage `json:"failure"`
+	Ending   json.RawMessage `json:"ending"`
+	MsgID    json.RawMessage `json:"_msg_id"`
+	UniqueID json.RawMessage `json:"_unique_id"`
+}
+
 func decodeReply(body []byte, max int) (*reply, error) {
-	m, err := decodeEnvelope(body, max)
-	if err != nil {
+	var w replyWire
+	if _, err := decodeEnvelope(body, max, &w); err != nil {
 		return nil, err
 	}
 	r := &reply{}
-	if err := optString(m, "_msg_id", &r.MsgID); err != nil {
+	if err := rawString("_msg_id", w.MsgID, &r.MsgID); err != nil {
 		return nil, err
 	}
 	if r.MsgID == "" {
 		return nil, decodeErr(ReasonBadField, "reply without _msg_id")
 	}
-	if err := optString(m, "_unique_id", &r.UniqueID); err != nil {
+	if err := rawString("_unique_id", w.UniqueID, &r.UniqueID); err != nil {
 		return nil, err
 	}
-	if raw, ok := m["result"]; ok && !isNull(raw) {
-		r.Result = raw
+	if len(w.Result) > 0 && !isNull(w.Result) {
+		r.Result = w.Result
 	}
-	if raw, ok := m["ending"]; ok && !isNull(raw) {
-		if err := json.Unmarshal(raw, &r.Ending); err != nil {
+	if len(w.Ending) > 0 && !isNull(w.Ending) {
+		if err := json.Unmarshal(w.Ending, &r.Ending); err != nil {
 			return nil, decodeErr(ReasonBadField, "ending is not a bool")
 		}
 	}
-	if raw, ok := m["failure"]; ok && !isNull(raw) {
-		f, err := decodeFailure(raw)
+	if len(w.Failure) > 0 && !isNull(w.Failure) {
+		f, err := decodeFailure(w.Failure)
 		if err != nil {
 			return nil, err
 		}

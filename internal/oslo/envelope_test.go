@@ -151,8 +151,8 @@ func TestGoldenCaptures(t *testing.T) {
 			if id, _ := ex.Decoded["_msg_id"].(string); in.MsgID != id {
 				t.Errorf("%s[%d]: msg_id %q want %q", name, i, in.MsgID, id)
 			}
-			if in.Context["is_admin"] != true || len(in.Context) != 23 {
-				t.Errorf("%s[%d]: context %v", name, i, in.Context)
+			if c, err := in.DecodeContext(); err != nil || c["is_admin"] != true || len(c) != 23 {
+				t.Errorf("%s[%d]: context %v %v", name, i, c, err)
 			}
 			var wantArgs, gotArgs any
 			_ = json.Unmarshal(in.Args, &gotArgs)

@@ -180,10 +180,12 @@ func (s *session) publishMandatory(ctx context.Context, ex exchangeSpec, key str
 
 // sendReply publishes a reply, retrying every 250 ms while the caller's queue is missing
 // or the connection is down, for up to MissingReplyQueueTimeout (oslo's
-// kombu_missing_consumer_retry_timeout), then drops it.
+// kombu_missing_consumer_retry_timeout), then drops it; a queue found missing is
+// remembered, and later replies to it are dropped at once (as oslo does).
 func (t *Transport) sendReply(queue string, body []byte) {
 	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.MissingReplyQueueTimeout)
 	defer cancel()
+	missing := false // the queue was found missing (not only the connection down)
 	for {
 		sess, err := t.session(ctx)
 		if err == nil {
@@ -191,15 +193,17 @@ func (t *Transport) sendReply(queue string, body []byte) {
 			if err == nil {
 				return
 			}
+			missing = missing || errors.Is(err, errNoRoute)
 		}
-		if ctx.Err() != nil || t.ctx.Err() != nil {
-			t.log.Warn("oslo: reply dropped", "reply_queue", queue, "err", err)
+		if ctx.Err() != nil || t.ctx.Err() != nil || !sleepCtx(ctx, 250*time.Millisecond) {
+			if t.ctx.Err() == nil && missing {
+				t.markObsolete(queue)
+			}
+			if ok, suppressed := t.dropLog.allow(t.clock()); ok {
+				t.log.Warn("oslo: reply dropped", "reply_queue", queue, "err", err, "suppressed", suppressed)
+			}
 			return
 		}
 		t.log.Debug("oslo: reply not delivered yet, retrying", "reply_queue", queue, "err", err)
-		if !sleepCtx(ctx, 250*time.Millisecond) {
-			t.log.Warn("oslo: reply dropped", "reply_queue", queue, "err", err)
-			return
-		}
 	}
 }

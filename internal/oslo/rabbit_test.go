@@ -205,7 +205,11 @@ func echoEndpoint(host string, casts chan<- *Request) Endpoint {
 			if err := json.Unmarshal(r.Args, &args); err != nil {
 				return nil, err
 			}
-			return map[string]any{"args": args, "host": host, "is_admin": r.Context["is_admin"]}, nil
+			c, err := r.DecodeContext()
+			if err != nil {
+				return nil, err
+			}
+			return map[string]any{"args": args, "host": host, "is_admin": c["is_admin"]}, nil
 		},
 		"fail": func(context.Context, *Request) (any, error) { return nil, errors.New("boom") },
 		"badargs": func(context.Context, *Request) (any, error) {

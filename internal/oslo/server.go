@@ -17,8 +17,8 @@ type Request struct {
 	Version   string // "1.0" when the sender gave none
 	Namespace string // "" for None
 	Args      json.RawMessage
-	// Context is the sender's request context (the _context_* keys, prefix removed).
-	Context map[string]any
+
+	inner []byte // the whole inner message, for DecodeContext
 }
 
 // Handler serves one method. The result is JSON-encoded into the reply of a call; an
@@ -159,6 +159,10 @@ func (s *server) declare(sess *session) error {
 			return fmt.Errorf("bind queue %s to %s: %w", q.name, q.exchange, err)
 		}
 	}
+	// Per consumer (global=false), as oslo applies rabbit_qos_prefetch_count.
+	if err := ch.Qos(t.cfg.PrefetchCount, 0, false); err != nil {
+		return fmt.Errorf("basic.qos prefetch %d: %w", t.cfg.PrefetchCount, err)
+	}
 	for _, q := range queues {
 		dels, err := ch.Consume(q.name, "", false, false, false, false, nil)
 		if err != nil {
@@ -220,7 +224,46 @@ func (s *server) handle(queue string, body []byte) {
 		t.log.Error("oslo: encode reply", "method", in.Method, "err", err)
 		return
 	}
-	t.spawn(func() { t.sendReply(in.ReplyQ, out) })
+	if reason := t.acquireReply(in.ReplyQ); reason != "" {
+		t.drop(s.topic, queue, ReasonReplyDropped, fmt.Errorf("reply to %s of %s not sent: %s", in.ReplyQ, in.Method, reason), len(body))
+		return
+	}
+	if !t.spawn(func() { defer t.releaseReply(); t.sendReply(in.ReplyQ, out) }) {
+		t.releaseReply()
+	}
+}
+
+// acquireReply takes a reply slot for queue, or says why there is none.
+func (t *Transport) acquireReply(queue string) string {
+	t.mu.Lock()
+	_, gone := t.obsolete[queue]
+	t.mu.Unlock()
+	if gone {
+		return "the reply queue was found missing before"
+	}
+	select {
+	case t.replySlots <- struct{}{}:
+		return ""
+	default:
+		return fmt.Sprintf("%d replies are being sent already", cap(t.replySlots))
+	}
+}
+
+func (t *Transport) releaseReply() { <-t.replySlots }
+
+// markObsolete remembers a reply queue a reply could not be delivered to.
+func (t *Transport) markObsolete(queue string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.obsolete[queue]; ok {
+		return
+	}
+	t.obsolete[queue] = struct{}{}
+	t.obsoleteQ = append(t.obsoleteQ, queue)
+	if len(t.obsoleteQ) > obsoleteReplyQueues {
+		delete(t.obsolete, t.obsoleteQ[0])
+		t.obsoleteQ = append(t.obsoleteQ[:0:0], t.obsoleteQ[1:]...)
+	}
 }
 
 // dispatch applies oslo's rules: endpoints whose namespace matches and whose version is

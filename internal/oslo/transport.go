@@ -56,6 +56,15 @@ type Config struct {
 	BackoffSleep func(ctx context.Context, d time.Duration)
 	// DisableBackoff turns the per-method timeout doubling and sleep off for every call.
 	DisableBackoff bool
+	// PrefetchCount is the AMQP basic.qos prefetch of every consumer
+	// (rabbit_qos_prefetch_count). oslo's 0 means unlimited: the broker then pushes a
+	// whole queue into the client, which buffers it in memory. Here 0 means
+	// DefaultPrefetchCount, so a flooded queue costs at most that many bodies held.
+	PrefetchCount int
+	// MaxReplySenders bounds the replies being sent (or retried, see
+	// MissingReplyQueueTimeout) at once (0: DefaultMaxReplySenders). The agent serves no
+	// call neutron-server makes, so a reply beyond it is dropped and counted.
+	MaxReplySenders int
 	// MissingReplyQueueTimeout is how long a reply to a queue that does not exist is
 	// retried (kombu_missing_consumer_retry_timeout, 60s).
 	MissingReplyQueueTimeout time.Duration
@@ -109,8 +118,28 @@ func (c Config) withDefaults() Config {
 	if c.MaxReplyBytes <= 0 {
 		c.MaxReplyBytes = DefaultMaxReplyBytes
 	}
+	if c.MaxReplySenders <= 0 {
+		c.MaxReplySenders = DefaultMaxReplySenders
+	}
+	if c.PrefetchCount <= 0 {
+		c.PrefetchCount = DefaultPrefetchCount
+	}
 	return c
 }
+
+// DefaultPrefetchCount is each consumer's prefetch when none is configured. Messages
+// are acked on receipt and handled one at a time per queue, so a window of 2 keeps the
+// next message on its way while one is handled: no throughput is lost, and a flood of a
+// queue holds at most 2 bodies in this process besides the one being handled.
+const DefaultPrefetchCount = 2
+
+// DefaultMaxReplySenders: each reply to a missing queue is retried for up to a minute,
+// so without a bound every forged call would hold a goroutine for that long.
+const DefaultMaxReplySenders = 8
+
+// obsoleteReplyQueues is how many reply queues found missing are remembered (oslo's
+// ObsoleteReplyQueuesCache holds 200): a reply to one of them is dropped at once.
+const obsoleteReplyQueues = 200
 
 // Stats is a snapshot of the transport's counters.
 type Stats struct {
@@ -148,6 +177,13 @@ type Transport struct {
 	closed      bool
 
 	replyDedup dedup
+
+	now     func() time.Time
+	dropLog logLimiter // the log lines of dropped messages (the counters see every one)
+
+	replySlots chan struct{}       // one per reply being sent
+	obsolete   map[string]struct{} // reply queues a reply was dropped for, under mu
+	obsoleteQ  []string            // … oldest first
 }
 
 // session is one AMQP connection and the channels opened on it.
@@ -186,6 +222,7 @@ func Dial(ctx context.Context, cfg Config) (*Transport, error) {
 		timeouts: make(map[string]time.Duration),
 		stats:    Stats{Dropped: make(map[string]uint64)},
 	}
+	t.initBounds()
 	t.ctx, t.stop = context.WithCancel(context.WithoutCancel(ctx))
 	first := make(chan error, 1)
 	t.wg.Add(1)
@@ -450,7 +487,68 @@ func (t *Transport) drop(topic, queue, reason string, err error, size int) {
 	t.stats.Dropped[reason]++
 	t.mu.Unlock()
 	t.obs.Dropped(topic, reason)
-	t.log.Warn("oslo: dropping message", "topic", topic, "queue", queue, "reason", reason, "bytes", size, "err", err)
+	ok, suppressed := t.dropLog.allow(t.clock())
+	if !ok {
+		return
+	}
+	attrs := []any{"topic", topic, "queue", queue, "reason", reason, "bytes", size, "err", err}
+	if suppressed > 0 {
+		attrs = append(attrs, "suppressed", suppressed)
+	}
+	t.log.Warn("oslo: dropping message", attrs...)
+}
+
+// clock is t.now, or the wall clock for a Transport built without Dial (tests).
+func (t *Transport) clock() time.Time {
+	if t.now == nil {
+		return time.Now()
+	}
+	return t.now()
+}
+
+// Dropped messages are logged up to dropLogBurst lines at once, then one line per
+// dropLogEvery: a flood of bad messages must not become a flood of log lines. The next
+// line logged says how many were not ("suppressed").
+const (
+	dropLogBurst = 20
+	dropLogEvery = 3 * time.Second
+)
+
+// logLimiter is a token bucket of log lines.
+type logLimiter struct {
+	mu         sync.Mutex
+	started    bool
+	tokens     float64
+	last       time.Time
+	suppressed uint64
+}
+
+// allow reports whether a line may be logged at now, and how many lines were
+// suppressed since the last one allowed.
+func (l *logLimiter) allow(now time.Time) (bool, uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.started {
+		l.started, l.tokens, l.last = true, dropLogBurst, now
+	}
+	if d := now.Sub(l.last); d > 0 {
+		l.tokens = min(dropLogBurst, l.tokens+float64(d)/float64(dropLogEvery))
+		l.last = now
+	}
+	if l.tokens < 1 {
+		l.suppressed++
+		return false, 0
+	}
+	l.tokens--
+	n := l.suppressed
+	l.suppressed = 0
+	return true, n
+}
+
+func (t *Transport) initBounds() {
+	t.now = time.Now
+	t.replySlots = make(chan struct{}, t.cfg.MaxReplySenders)
+	t.obsolete = make(map[string]struct{})
 }
 
 // spawn runs f in a goroutine Close waits for; it refuses once Close has started, so no
