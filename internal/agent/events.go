@@ -103,7 +103,10 @@ type inboxOverflow struct {
 	nets    map[string]bool
 	fdbNets map[string]bool
 	tunnels map[string]bool
-	sg      bool
+	// deactivated ports keep their own event even past a full resync: a
+	// resync re-reads the port (dead on VLAN 4095) but would not unplug it.
+	deactivated map[string]bool
+	sg          bool
 	full    string // full resync reason
 }
 
@@ -113,6 +116,7 @@ func (o *inboxOverflow) add(ev Event, limit int) {
 	o.n++
 	if o.ports == nil {
 		o.ports, o.nets, o.fdbNets, o.tunnels = map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
+		o.deactivated = map[string]bool{}
 	}
 	switch e := ev.(type) {
 	case PortChanged:
@@ -121,6 +125,8 @@ func (o *inboxOverflow) add(ev Event, limit int) {
 		o.ports[e.PortID] = true
 	case NetworkChanged:
 		o.nets[e.NetworkID] = true
+	case BindingDeactivated:
+		o.deactivated[e.PortID] = true
 	case SecurityGroupChanged:
 		o.sg = true
 	case FDBAdd:
@@ -153,7 +159,7 @@ func (o *inboxOverflow) add(ev Event, limit int) {
 			o.full = ResyncInboxOverflow
 		}
 	}
-	if o.full == "" && len(o.ports)+len(o.nets)+len(o.fdbNets)+len(o.tunnels) > limit {
+	if o.full == "" && len(o.ports)+len(o.nets)+len(o.fdbNets)+len(o.tunnels)+len(o.deactivated) > limit {
 		o.full = ResyncInboxOverflow
 	}
 	if o.full != "" {
@@ -181,6 +187,9 @@ func (o *inboxOverflow) events() []Event {
 	}
 	for _, id := range sortedKeys(o.nets) {
 		out = append(out, NetworkChanged{NetworkID: id})
+	}
+	for _, id := range sortedKeys(o.deactivated) {
+		out = append(out, BindingDeactivated{PortID: id})
 	}
 	for _, id := range sortedKeys(o.fdbNets) {
 		out = append(out, fdbRefresh{NetworkID: id})

@@ -118,3 +118,23 @@ func TestInboxUnknownEventFullResync(t *testing.T) {
 		t.Error("an unknown event folded into nothing")
 	}
 }
+
+// A binding deactivated while the inbox overflows still unplugs the port:
+// a resync would only re-read it (dead), not remove it from br-int.
+func TestInboxOverflowKeepsBindingDeactivated(t *testing.T) {
+	a := New(Options{}, Deps{})
+	for i := 0; i < maxInbox; i++ {
+		a.Notify(SecurityGroupChanged{})
+	}
+	a.Notify(BindingDeactivated{PortID: "p1"})
+	a.Notify(Resync{Reason: "test"})
+	found := false
+	for _, ev := range a.drainInbox() {
+		if d, ok := ev.(BindingDeactivated); ok && d.PortID == "p1" {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("the deactivated binding was folded away")
+	}
+}
