@@ -107,7 +107,7 @@ type inboxOverflow struct {
 	// resync re-reads the port (dead on VLAN 4095) but would not unplug it.
 	deactivated map[string]bool
 	sg          bool
-	full    string // full resync reason
+	full        string // full resync reason
 }
 
 // add folds ev; limit bounds the resources remembered, beyond which a full
