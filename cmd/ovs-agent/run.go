@@ -54,7 +54,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		HeartbeatTimeout: cfg.Rabbit.HeartbeatTimeoutThreshold, HeartbeatRate: cfg.Rabbit.HeartbeatRate,
 		RetryInterval: cfg.Rabbit.RetryInterval, RetryBackoff: cfg.Rabbit.RetryBackoff, RetryMax: cfg.Rabbit.IntervalMax,
 		TransientQueuesTTL: cfg.Rabbit.TransientQueuesTTL, ResponseTimeout: cfg.Default.RPCResponseTimeout,
-		ResponseMaxTimeout: cfg.Default.RPCResponseMaxTimeout, Logger: log,
+		ResponseMaxTimeout: cfg.Default.RPCResponseMaxTimeout, Logger: log, Queues: cfg.RabbitQueues(),
 		Observer: observer{m: m, onReconnect: func() {
 			if ag := a.Load(); ag != nil {
 				ag.Notify(agent.Resync{Reason: "broker-reconnect"})
@@ -304,6 +304,7 @@ type observer struct {
 func (o observer) CallDone(method string, d time.Duration, err error) { o.m.ObserveRPC(method, d, err) }
 func (o observer) Dropped(topic, reason string)                       { o.m.IncMalformed(topic, reason) }
 func (o observer) Reconnected()                                       { o.onReconnect() }
+func (o observer) DeclareFailed(queue, reason string)                 { o.m.IncDeclareFailure(queue, reason) }
 
 // explainHandler serves GET /explain/<port-id> from the running agent
 // (the metrics listener is bound to 127.0.0.1 by default).
@@ -354,7 +355,7 @@ func explain(ctx context.Context, cfg *config.Config, log *slog.Logger, portID s
 		return err
 	}
 	tr, err := oslo.Dial(ctx, oslo.Config{URL: cfg.Default.Transport, Host: cfg.Default.Host,
-		ControlExchange: cfg.Default.ControlExchange, ResponseTimeout: 10 * time.Second, Logger: log, DisableBackoff: true})
+		ControlExchange: cfg.Default.ControlExchange, Queues: cfg.RabbitQueues(), ResponseTimeout: 10 * time.Second, Logger: log, DisableBackoff: true})
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,7 @@ type Metrics struct {
 	fwSkipped      *vec[counter]
 	inSyncGauge    *gauge
 	updateDevCalls *counter
+	declFailures   *vec[counter]
 
 	// handlerErrors is promhttp's promhttp_metric_handler_errors_total,
 	// kept for whoever alerts on it: "encoding" counts scrapes whose
@@ -109,6 +110,8 @@ func New() *Metrics {
 		"1 when the dataplane matches the agent's state and the server knows every port's status.")
 	m.updateDevCalls = counterOne("ovsagent_update_device_list_calls_total",
 		"update_device_list batches sent (one per loop batch that had ports to report).")
+	m.declFailures = counterMany("ovsagent_amqp_declare_failures_total",
+		"Queue and exchange declarations, bindings and consumers the broker refused (each retried), by queue and reason (the AMQP reply code, e.g. precondition_failed for arguments that differ from the existing queue's).", "queue", "reason")
 	m.handlerErrors = counterMany("promhttp_metric_handler_errors_total",
 		"Total number of internal errors encountered by the promhttp metric handler.", "cause")
 	m.handlerErrors.with("encoding", "")
@@ -229,6 +232,13 @@ func (m *Metrics) IncFirewallSkipped(kind, reason string) {
 func (m *Metrics) IncUpdateDeviceList() {
 	if m != nil {
 		m.updateDevCalls.inc()
+	}
+}
+
+// IncDeclareFailure counts a declaration the broker refused.
+func (m *Metrics) IncDeclareFailure(queue, reason string) {
+	if m != nil {
+		m.declFailures.with(queue, reason).inc()
 	}
 }
 
