@@ -1,0 +1,102 @@
+package oslo
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// declObserver adds DeclareFailed to the test observer.
+type declObserver struct {
+	*testObserver
+	mu     sync.Mutex
+	failed map[string]int // queue + " " + reason
+}
+
+func (o *declObserver) DeclareFailed(queue, reason string) {
+	o.mu.Lock()
+	o.failed[queue+" "+reason]++
+	o.mu.Unlock()
+}
+
+func (o *declObserver) count(key string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.failed[key]
+}
+
+// errorLogged reports whether an ERROR record says msg with queue and reason.
+func (l *logRecorder) errorLogged(msg, queue, reason string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.recs {
+		if r.Level != slog.LevelError || r.Message != msg {
+			continue
+		}
+		got := map[string]string{}
+		r.Attrs(func(a slog.Attr) bool { got[a.Key] = a.Value.String(); return true })
+		if got["queue"] == queue && got["reason"] == reason {
+			return true
+		}
+	}
+	return false
+}
+
+// TestDeclareConflictRetried: a queue someone declared with other arguments makes the
+// broker refuse ovs-agent's declaration (406). That is an ERROR naming the queue and the
+// reason, a count, a failing DeclareCheck, and it is retried until the conflict is
+// removed; then the server consumes and answers.
+func TestDeclareConflictRetried(t *testing.T) {
+	vh := testVhost(t)
+	topic := uniq("t-conflict")
+	conn, err := amqp.Dial("amqp://guest:guest@127.0.0.1:5672/" + vh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare(topic, false, false, false, false, amqp.Table{"x-max-length": int32(10)}); err != nil {
+		t.Fatal(err)
+	}
+	obs := &declObserver{failed: map[string]int{}}
+	srv := newTransport(t, "neutron", "srv", func(c *Config) {
+		c.URL.VHost = vh
+		obs.testObserver = c.Observer.(*testObserver)
+		c.Observer = obs
+	})
+	if err := srv.Serve(topic, echoEndpoint("srv", make(chan *Request, 4))); err != nil {
+		t.Fatalf("Serve must leave a refused declaration to the retries, got %v", err)
+	}
+	key := topic + " precondition_failed"
+	waitFor(t, "two refused declarations of "+topic, 60*time.Second, func() bool { return obs.count(key) >= 2 })
+	if !srv.logs.errorLogged("oslo: declare failed, retrying", topic, "precondition_failed") {
+		t.Fatal("no ERROR naming the queue and the reason")
+	}
+	if err := srv.DeclareCheck(); err == nil || !strings.Contains(err.Error(), topic) || !strings.Contains(err.Error(), "x-max-length") {
+		t.Fatalf("DeclareCheck = %v, want the queue and the broker's reason", err)
+	}
+	if n := srv.Stats().DeclareFailures; n < 2 {
+		t.Fatalf("Stats().DeclareFailures = %d", n)
+	}
+
+	if _, err := ch.QueueDelete(topic, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the declaration to succeed once the conflict is gone", 60*time.Second, func() bool {
+		return srv.DeclareCheck() == nil && srv.Connected()
+	})
+	cli := newTransport(t, "neutron", "cli", func(c *Config) { c.URL.VHost = vh })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if res, err := cli.Call(ctx, Target{Topic: topic}, "echo", map[string]int{"x": 1}); err != nil || !strings.Contains(string(res), `"x":1`) {
+		t.Fatalf("call after the conflict was removed: %s %v", res, err)
+	}
+}
