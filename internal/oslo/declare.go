@@ -206,14 +206,16 @@ type DeclareError struct {
 }
 
 func (e *DeclareError) Error() string {
-	s := e.Op + " "
-	switch {
-	case e.Op == "declare exchange":
-		s += e.Exchange + " (for queue " + e.Queue + ")"
-	case e.Op == "bind":
-		s += "queue " + e.Queue + " to " + e.Exchange
+	var s string
+	switch e.Op {
+	case "declare exchange":
+		s = "declare exchange " + e.Exchange + " (for queue " + e.Queue + ")"
+	case "bind":
+		s = "bind queue " + e.Queue + " to " + e.Exchange
+	case "declare queue":
+		s = "declare queue " + e.Queue
 	default:
-		s += "queue " + e.Queue
+		s = e.Op + " queue " + e.Queue
 	}
 	return s + ": " + e.Err.Error()
 }

@@ -100,3 +100,49 @@ func TestDeclareConflictRetried(t *testing.T) {
 		t.Fatalf("call after the conflict was removed: %s %v", res, err)
 	}
 }
+
+// TestReplyQueueConflictRetried: the same for the reply queue, declared by the first
+// call: the call fails naming the queue, the next one declares it again.
+func TestReplyQueueConflictRetried(t *testing.T) {
+	vh := testVhost(t)
+	obs := &declObserver{failed: map[string]int{}}
+	cli := newTransport(t, "neutron", "cli", func(c *Config) {
+		c.URL.VHost = vh
+		obs.testObserver = c.Observer.(*testObserver)
+		c.Observer = obs
+	})
+	conn, err := amqp.Dial("amqp://guest:guest@127.0.0.1:5672/" + vh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply := cli.ReplyQueue()
+	if _, err := ch.QueueDeclare(reply, false, false, false, false, amqp.Table{"x-max-length": int32(1)}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = cli.ensureReply(ctx)
+	if err == nil || !strings.Contains(err.Error(), reply) {
+		t.Fatalf("ensureReply = %v, want an error naming %s", err, reply)
+	}
+	if obs.count(reply+" precondition_failed") != 1 || !cli.logs.errorLogged("oslo: declare failed, retrying", reply, "precondition_failed") {
+		t.Fatal("the refused reply queue was not logged as an ERROR and counted")
+	}
+	if err := cli.DeclareCheck(); err == nil || !strings.Contains(err.Error(), reply) {
+		t.Fatalf("DeclareCheck = %v", err)
+	}
+	if _, err := ch.QueueDelete(reply, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.ensureReply(ctx); err != nil {
+		t.Fatalf("ensureReply after the conflict was removed: %v", err)
+	}
+	if err := cli.DeclareCheck(); err != nil {
+		t.Fatalf("DeclareCheck after recovery = %v", err)
+	}
+}
