@@ -2,6 +2,7 @@ package oslo
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -144,5 +145,64 @@ func TestReplyQueueConflictRetried(t *testing.T) {
 	}
 	if err := cli.DeclareCheck(); err != nil {
 		t.Fatalf("DeclareCheck after recovery = %v", err)
+	}
+}
+
+// TestStreamFanoutResumesAtOffset: with rabbit_stream_fanout the server reads the one
+// <topic>_fanout stream; after a reconnect it goes on after the last message it read,
+// as oslo does: the casts published while it was away arrive once each, the earlier
+// ones are not read again.
+func TestStreamFanoutResumesAtOffset(t *testing.T) {
+	vh := testVhost(t)
+	topic := uniq("t-stream")
+	q := Queues{Quorum: true, TransientQuorum: true, StreamFanout: true, Prefetch: 10}
+	casts := make(chan *Request, 16)
+	srv := newTransport(t, "neutron", "srv", func(c *Config) {
+		c.URL.VHost, c.Queues = vh, q
+		c.RetryInterval = 3 * time.Second // a reconnect gap to publish into
+	})
+	if err := srv.Serve(topic, echoEndpoint("srv", casts)); err != nil {
+		t.Fatal(err)
+	}
+	if srv.FanoutQueue(topic) != topic+"_fanout" {
+		t.Fatalf("fanout queue %s", srv.FanoutQueue(topic))
+	}
+	cli := newTransport(t, "neutron", "cli", func(c *Config) { c.URL.VHost, c.Queues = vh, q })
+	ctx := context.Background()
+	note := func(n int) {
+		t.Helper()
+		if err := cli.Cast(ctx, Target{Topic: topic, Fanout: true}, "note", map[string]int{"n": n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := func() string { return string(recvT(t, casts, "a fanout cast").Args) }
+	for n := 1; n <= 3; n++ {
+		note(n)
+		if a := got(); a != fmt.Sprintf(`{"n":%d}`, n) {
+			t.Fatalf("cast %d: %s", n, a)
+		}
+	}
+	srv.mu.Lock()
+	sess := srv.sess
+	srv.mu.Unlock()
+	_ = sess.conn.Close()
+	// Three casts while it is away: "last" would start at the last chunk, losing the
+	// chunks before it.
+	for n := 4; n <= 6; n++ {
+		note(n)
+		time.Sleep(100 * time.Millisecond) // separate stream chunks, not a threshold
+	}
+	for n := 4; n <= 6; n++ {
+		if a := got(); a != fmt.Sprintf(`{"n":%d}`, n) {
+			t.Fatalf("after the reconnect the server read %s, want cast %d", a, n)
+		}
+	}
+	select {
+	case r := <-casts:
+		t.Fatalf("read again after the reconnect: %s", r.Args)
+	case <-time.After(2 * time.Second):
+	}
+	if srv.Stats().Reconnects < 1 || srv.obs.dropped[ReasonDuplicate] != 0 {
+		t.Fatalf("reconnects %d, duplicates dropped %d", srv.Stats().Reconnects, srv.obs.dropped[ReasonDuplicate])
 	}
 }

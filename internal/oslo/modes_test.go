@@ -28,7 +28,21 @@ func testVhost(t *testing.T) string {
 	node := rmqNode(t)
 	vh := uniq("ovsagent-rm")
 	rabbitmqctl(t, node, "-q", "add_vhost", vh)
-	t.Cleanup(func() { rabbitmqctl(t, node, "-q", "delete_vhost", vh) })
+	t.Cleanup(func() {
+		// A loaded broker sometimes fails the first attempt.
+		var out []byte
+		var err error
+		for i := 0; i < 3; i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			out, err = exec.CommandContext(ctx, "rabbitmqctl", "-n", node, "-q", "delete_vhost", vh).CombinedOutput()
+			cancel()
+			if err == nil {
+				return
+			}
+			time.Sleep(2 * time.Second)
+		}
+		t.Errorf("rabbitmqctl delete_vhost %s: %v: %s", vh, err, out)
+	})
 	rabbitmqctl(t, node, "-q", "set_permissions", "-p", vh, "guest", ".*", ".*", ".*")
 	return vh
 }
