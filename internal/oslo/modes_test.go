@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -64,6 +65,18 @@ var newestOslo = sync.OnceValues(func() (string, error) {
 	return dir, nil
 })
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if newestOsloUsed.Load() {
+		if dir, err := newestOslo(); err == nil {
+			os.RemoveAll(dir)
+		}
+	}
+	os.Exit(code)
+}
+
+var newestOsloUsed atomic.Bool
+
 // osloPeer is oslo_peer.py running: an RPC server on a topic that has called itself.
 type osloPeer struct {
 	cmd    *exec.Cmd
@@ -84,6 +97,7 @@ func startOslo(t *testing.T, newest bool, vhost, exchange, ini, topic, host stri
 	cmd := exec.Command("/usr/bin/python3", "testdata/oslo_peer.py", conf, "rabbit://guest:guest@127.0.0.1:5672/"+vhost, topic, host)
 	env := append(os.Environ(), "OSLO_LOCK_PATH="+dir)
 	if newest {
+		newestOsloUsed.Store(true)
 		src, err := newestOslo()
 		if err != nil {
 			t.Fatal(err)
