@@ -654,7 +654,7 @@ class Agent:
         """ours: /healthz; reference: a completed rpc_loop line of this pid in the log."""
         if self.kind == "ours":
             r = subprocess.run(["ip", "netns", "exec", NS, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
-                                "--max-time", "1", "http://127.0.0.1:9177/healthz"],
+                                "--max-time", "1", "http://127.0.0.1:19696/healthz"],
                                capture_output=True, text=True, env=ENV)
             return r.stdout.strip() == "200"
         return self.first_loop_line() is not None
@@ -673,24 +673,24 @@ class Agent:
     def metrics(self):
         if self.kind != "ours":
             return ""
-        return nsx(NS, "curl", "-s", "--max-time", "3", "http://127.0.0.1:9177/metrics", check=False)
+        return nsx(NS, "curl", "-s", "--max-time", "3", "http://127.0.0.1:19696/metrics", check=False)
 
 
 STAGES = ("vswitchd", "server_data", "agent", "dataplane", "report_queue", "server")
-_HIST = re.compile(r'^(ovsagent_port_wiring_stage_seconds|ovsagent_agent_batch_seconds)_(sum|count|bucket)'
+_HIST = re.compile(r'^(ovsagent_port_wiring_stage_seconds)_(sum|count|bucket)'
                    r'(?:\{([^}]*)\})? ([0-9.eE+-]+|\+Inf)$')
 
 
 def wiring_hist(text):
-    """The stage histograms of one /metrics scrape: key -> {"sum", "count", "buckets": {le: n}};
-    key is the stage, or "agent_batch" for the agent's own share."""
+    """The stage histograms of one /metrics scrape: stage -> {"sum", "count", "buckets": {le: n}}
+    (the agent's own share is the stage "agent")."""
     out = {}
     for line in text.splitlines():
         m = _HIST.match(line)
         if not m:
             continue
         labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(3) or ""))
-        key = labels.get("stage", "agent_batch") if m.group(1).endswith("stage_seconds") else "agent_batch"
+        key = labels.get("stage", "")
         h = out.setdefault(key, {"sum": 0.0, "count": 0, "buckets": {}})
         v = float(m.group(4))
         if m.group(2) == "bucket":
@@ -705,7 +705,7 @@ def wiring_stages(after, before):
     share of ports at or under 20 ms)."""
     a, b = wiring_hist(after), wiring_hist(before or "")
     res = {}
-    for key in STAGES + ("agent_batch",):
+    for key in STAGES:
         if key not in a:
             continue
         z = b.get(key, {"sum": 0.0, "count": 0, "buckets": {}})
@@ -1061,7 +1061,7 @@ def run_agent(kind, args, ours_bin, net, floor_res, results):
                 if kind == "ours" and args.heap_profile:
                     # After the RSS and idle figures, which it would disturb; gc=1: live objects only.
                     nsx(NS, "curl", "-s", "--max-time", "30", "-o", os.path.join(OUT, "heap-ours-%d.pprof" % n),
-                        "http://127.0.0.1:9177/debug/pprof/heap?gc=1", check=False)
+                        "http://127.0.0.1:19696/debug/pprof/heap?gc=1", check=False)
                 if args.restart:
                     log("agent restart with %d+2 ports, ping %s -> %s every 100 ms" % (n, VMS[0], VMS[1]))
                     R["restart"] = measure_restart(agent, net, vmp[1]["ip"], args.max_wait)
@@ -1198,7 +1198,7 @@ def table(args, floor_res, results, cmd):
             lambda r, n=n: fmt(r["unplug%d" % n][1]))
     def stages(r, key):
         st = r[key]
-        ag = st["agent_batch"]
+        ag = st["agent"]
         return "%s / %s / **%s** (p99 ≤ %s, %.0f %% ≤ 20 ms) / %s / %s / %s" % tuple(
             [fmt(st[k][0] * 1000, "", 1) if k in st else "—" for k in STAGES[:2]] +
             [fmt(ag[0] * 1000, "", 1), fmt(ag[2] * 1000, "", 0), ag[3] * 100] +

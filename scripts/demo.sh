@@ -139,7 +139,7 @@ for pair in "demo-vm1 $IP2" "demo-vm2 $IP1"; do
   fi
 done
 say "done: two VMs on a VXLAN network wired by ovsagent. Flows: ovs-ofctl -O OpenFlow13 dump-flows br-int"
-say "metrics: curl -s http://127.0.0.1:9177/metrics; remove the demo: scripts/demo.sh stop"
+say "metrics: curl -s http://127.0.0.1:19696/metrics; remove the demo: scripts/demo.sh stop"
 if [ "${KEEP:-1}" = 0 ]; then
   cleanup_demo; stop_pid $RUN/ovs-agent.pid "$BIN"; say "KEEP=0: demo removed, agent stopped"
 fi

@@ -12,9 +12,8 @@ import (
 // memory_limit_mib. GOMEMLIMIT, when set, is the operator's word and wins
 // (the runtime has already applied it). A soft limit makes the collector
 // run more often as the heap nears it, instead of letting it grow to twice
-// the live heap (GOGC=100): in the fake scale test at 1,000 ports, RSS in
-// sync ~52 instead of ~86-99 MiB with 40, for more GC CPU while ports are
-// wired. Below the live heap the collector would run nearly non-stop
+// the live heap (GOGC=100): RSS stays nearer the live heap, for more GC CPU
+// while ports are wired. Below the live heap the collector would run nearly non-stop
 // while the agent works (the runtime caps it at half the CPU). It returns
 // the limit set, 0 if none.
 func applyMemoryLimit(cfg *config.Config, log *slog.Logger) int64 {

@@ -10,9 +10,9 @@ import (
 
 // stopMemProfiling turns the runtime's heap profiling off unless [ovsagent]
 // debug_pprof serves its profiles: nothing else reads them, and its
-// bookkeeping is resident memory of its own — a 1.4 MiB hash table whose
-// pages the sampled allocation sites touch at random, plus the records
-// (go_memstats_buck_hash_sys_bytes 1.65 MB in the bench at 1,000 ports).
+// bookkeeping is resident memory of its own — a hash table whose pages the
+// sampled allocation sites touch at random, plus the records
+// (go_memstats_buck_hash_sys_bytes).
 // GODEBUG=memprofilerate=N, when given, is the operator's word and wins.
 // Called once the configuration is read, before the agent starts: the
 // package initialisers' few samples touch only a few pages.

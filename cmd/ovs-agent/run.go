@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -20,6 +17,7 @@ import (
 	"github.com/ovsagent/ovsagent/internal/firewall"
 	"github.com/ovsagent/ovsagent/internal/metrics"
 	"github.com/ovsagent/ovsagent/internal/neutron"
+	"github.com/ovsagent/ovsagent/internal/openflow"
 	"github.com/ovsagent/ovsagent/internal/oslo"
 	"github.com/ovsagent/ovsagent/internal/ovsdb"
 	"github.com/ovsagent/ovsagent/internal/pipeline"
@@ -45,16 +43,12 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 
 	// RabbitMQ: the transport retries in the background; every call waits.
-	tlsCfg, err := rabbitTLS(cfg)
-	if err != nil {
-		return err
-	}
-	tr, err := oslo.Dial(ctx, oslo.Config{
-		URL: cfg.Default.Transport, TLS: tlsCfg, Host: cfg.Default.Host, ControlExchange: cfg.Default.ControlExchange,
+	tr, err := dialBroker(ctx, cfg, oslo.Config{
+		Host: cfg.Default.Host, ControlExchange: cfg.Default.ControlExchange,
 		HeartbeatTimeout: cfg.Rabbit.HeartbeatTimeoutThreshold, HeartbeatRate: cfg.Rabbit.HeartbeatRate,
 		RetryInterval: cfg.Rabbit.RetryInterval, RetryBackoff: cfg.Rabbit.RetryBackoff, RetryMax: cfg.Rabbit.IntervalMax,
 		TransientQueuesTTL: cfg.Rabbit.TransientQueuesTTL, ResponseTimeout: cfg.Default.RPCResponseTimeout,
-		ResponseMaxTimeout: cfg.Default.RPCResponseMaxTimeout, Logger: log, Queues: cfg.RabbitQueues(),
+		ResponseMaxTimeout: cfg.Default.RPCResponseMaxTimeout, Logger: log,
 		Observer: observer{m: m, onReconnect: func() {
 			if ag := a.Load(); ag != nil {
 				ag.Notify(agent.Resync{Reason: "broker-reconnect"})
@@ -62,7 +56,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		}},
 	})
 	if err != nil {
-		return fmt.Errorf("transport_url %s: %w", cfg.Default.Transport.String(), err)
+		return err
 	}
 	defer closeWithin(tr.Close, 2*time.Second)
 	// SIGTERM: calls still out may end within quitting_rpc_timeout, and no
@@ -90,6 +84,8 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	of := agent.NewOFBridges(log)
+	of.RequestTimeout, of.InactivityProbe = cfg.OVS.OFRequestTimeout, cfg.OVS.OFInactivityProbe
+	of.ConnectTimeout = cfg.OVS.OFConnectTimeout
 	defer of.Close()
 
 	reporter := &neutron.Reporter{Client: client, Interval: cfg.Agent.ReportInterval}
@@ -122,11 +118,20 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 			return err
 		}
 	}
+	seen := map[string][]openflow.Flow{}
+	for _, br := range layout.Bridges() {
+		seen[br] = of.InstalledIn(br, unrebuiltTables)
+	}
+	if err := checkUnrebuilt(ctx, oc, layout, seen); err != nil {
+		return err
+	}
+	watchConnections(m, tr, oc, of, layout.Bridges())
 
 	if cfg.Agent.ReportInterval > 0 {
 		sys, _ := oc.System(ctx)
+		hv := hypervisorHostname(ctx)
 		reporter.Configurations = func() (neutron.AgentConfigurations, bool) {
-			return agentConfigurations(cfg, sys, ag.Devices()), oc.Connected()
+			return agentConfigurations(cfg, sys, hv, ag.Devices()), oc.Connected()
 		}
 		reporter.Synced = ag.InSync
 		reporter.OnReport = func(res string, err error) {
@@ -138,14 +143,16 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 
 	if cfg.OVSAgent.MetricsListen != "" {
-		ms, err := metrics.Listen(cfg.OVSAgent.MetricsListen, m)
+		ms, err := listenMetrics(cfg, m, explainHandler(ag))
 		if err != nil {
-			return fmt.Errorf("ovsagent.metrics_listen: %w", err)
+			return err
 		}
-		ms.Handle("/explain/", explainHandler(ag))
-		if cfg.OVSAgent.DebugPprof {
-			mountPprof(ms)
-		}
+		ms.Live(ag.Alive)
+		ms.Ready(ag.LoopCheck)
+		ms.Ready(of.Check)
+		ms.Ready(metrics.Up("ovsdb", oc.Connected))
+		ms.Ready(metrics.Up("amqp", tr.Connected))
+		ms.Ready(tr.DeclareCheck)
 		go func() {
 			if err := ms.Serve(ctx, log); err != nil {
 				log.Error("metrics server", "err", err)
@@ -217,6 +224,7 @@ func agentOptions(cfg *config.Config) agent.Options {
 	}
 	var fc firewall.Config
 	fc.PermittedEthertypes = cfg.SecurityGroup.PermittedEthertypes
+	fc.ExplicitlyEgressDirect = cfg.Agent.ExplicitlyEgressDirect
 	opt := agent.Options{
 		Host: cfg.Default.Host, TunnelTypes: cfg.Agent.TunnelTypes, L2Population: cfg.Agent.L2Population,
 		Pipeline: pc, Firewall: fc, BatchWindow: cfg.OVSAgent.BatchWindow,
@@ -231,6 +239,7 @@ func agentOptions(cfg *config.Config) agent.Options {
 		// return the burst's garbage to the OS (see agent.idleRelease).
 		ReleaseMemoryIdle: 5 * time.Second,
 		QuitGrace:         cfg.Agent.QuittingRPCTimeout,
+		DropFlowsOnStart:  cfg.Agent.DropFlowsOnStart,
 	}
 	if cfg.TunnelingEnabled() {
 		opt.LocalIP = cfg.OVS.LocalIP
@@ -238,20 +247,17 @@ func agentOptions(cfg *config.Config) agent.Options {
 	return opt
 }
 
-func agentConfigurations(cfg *config.Config, sys ovsdb.SystemInfo, devices int) neutron.AgentConfigurations {
+func agentConfigurations(cfg *config.Config, sys ovsdb.SystemInfo, hypervisor string, devices int) neutron.AgentConfigurations {
 	bm := map[string]string{}
 	for _, m := range cfg.OVS.BridgeMappings {
 		bm[m.Physnet] = m.Bridge
 	}
 	c := neutron.AgentConfigurations{
-		BridgeMappings:                                    bm,
-		ResourceProviderInventoryDefaults:                 neutron.DefaultInventoryDefaults,
-		ResourceProviderPacketProcessingInventoryDefaults: neutron.DefaultInventoryDefaults,
-		ResourceProviderHypervisors:                       cfg.OVS.ResourceProviderHypervisors,
-		IntegrationBridge:                                 cfg.OVS.IntegrationBridge,
-		TunnelTypes:                                       cfg.Agent.TunnelTypes,
-		L2Population:                                      cfg.Agent.L2Population,
-		ARPResponderEnabled:                               cfg.Agent.ARPResponder && cfg.Agent.L2Population,
+		BridgeMappings:      bm,
+		IntegrationBridge:   cfg.OVS.IntegrationBridge,
+		TunnelTypes:         cfg.Agent.TunnelTypes,
+		L2Population:        cfg.Agent.L2Population,
+		ARPResponderEnabled: cfg.Agent.ARPResponder && cfg.Agent.L2Population,
 		// DVR and agent extensions are refused at load (internal/config
 		// options.go): never advertised, whatever the files say.
 		EnableDistributedRouting: false,
@@ -266,33 +272,8 @@ func agentConfigurations(cfg *config.Config, sys ovsdb.SystemInfo, devices int) 
 	if cfg.TunnelingEnabled() {
 		c.TunnelingIP = cfg.OVS.LocalIP
 	}
+	placementConfigurations(cfg, hypervisor, &c)
 	return c
-}
-
-func rabbitTLS(cfg *config.Config) (*tls.Config, error) {
-	if !cfg.Rabbit.SSL {
-		return nil, nil
-	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if cfg.Rabbit.SSLCAFile != "" {
-		pem, err := os.ReadFile(cfg.Rabbit.SSLCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("oslo_messaging_rabbit.ssl_ca_file %s: %w", cfg.Rabbit.SSLCAFile, err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("oslo_messaging_rabbit.ssl_ca_file %s: no certificate found", cfg.Rabbit.SSLCAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if cfg.Rabbit.SSLCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.Rabbit.SSLCertFile, cfg.Rabbit.SSLKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("oslo_messaging_rabbit.ssl_cert_file %s: %w", cfg.Rabbit.SSLCertFile, err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }
 
 // observer feeds the transport's counters into the metrics.
@@ -307,7 +288,7 @@ func (o observer) Reconnected()                                       { o.onReco
 func (o observer) DeclareFailed(queue, reason string)                 { o.m.IncDeclareFailure(queue, reason) }
 
 // explainHandler serves GET /explain/<port-id> from the running agent
-// (the metrics listener is bound to 127.0.0.1 by default).
+// (mounted only with explain_endpoint).
 func explainHandler(ag *agent.Agent) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := strings.TrimPrefix(r.URL.Path, "/explain/")
@@ -328,10 +309,11 @@ func explainHandler(ag *agent.Agent) http.Handler {
 }
 
 // explain prints what the agent owns for one port: from the running
-// agent's /explain endpoint when it answers, else computed from OVSDB and
-// the server without changing anything. main's `explain PORT-ID` calls it.
+// agent's /explain endpoint when it serves one (explain_endpoint), else
+// computed from OVSDB and the server without changing anything. main's
+// `explain PORT-ID` calls it.
 func explain(ctx context.Context, cfg *config.Config, log *slog.Logger, portID string, w io.Writer) error {
-	if addr := cfg.OVSAgent.MetricsListen; addr != "" {
+	if addr := cfg.OVSAgent.MetricsListen; addr != "" && cfg.OVSAgent.ExplainEndpoint {
 		hc := &http.Client{Timeout: 3 * time.Second}
 		if resp, err := hc.Get("http://" + addr + "/explain/" + portID); err == nil {
 			defer resp.Body.Close()
@@ -354,8 +336,8 @@ func explain(ctx context.Context, cfg *config.Config, log *slog.Logger, portID s
 	if err != nil {
 		return err
 	}
-	tr, err := oslo.Dial(ctx, oslo.Config{URL: cfg.Default.Transport, Host: cfg.Default.Host,
-		ControlExchange: cfg.Default.ControlExchange, Queues: cfg.RabbitQueues(), ResponseTimeout: 10 * time.Second, Logger: log, DisableBackoff: true})
+	tr, err := dialBroker(ctx, cfg, oslo.Config{Host: cfg.Default.Host,
+		ControlExchange: cfg.Default.ControlExchange, ResponseTimeout: 10 * time.Second, Logger: log, DisableBackoff: true})
 	if err != nil {
 		return err
 	}

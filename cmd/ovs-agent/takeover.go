@@ -68,6 +68,14 @@ func takeoverDryRun(ctx context.Context, cfg *config.Config, log *slog.Logger, w
 	if err != nil {
 		return err
 	}
+	oc, err := ovsdb.Dial(ctx, cfg.OVS.OVSDBConnection, ovsdb.Options{Timeout: cfg.OVS.OVSDBTimeout, Logger: log})
+	if err != nil {
+		return fmt.Errorf("ovsdb_connection %s: %w", cfg.OVS.OVSDBConnection, err)
+	}
+	defer oc.Close()
+	if err := checkUnrebuilt(ctx, oc, in.Layout, in.Installed); err != nil {
+		return err
+	}
 	return agent.PlanTakeover(agentOptions(cfg), *in).Write(w)
 }
 
@@ -162,7 +170,7 @@ func takeoverInputs(ctx context.Context, cfg *config.Config, log *slog.Logger) (
 		if bi, err := oc.Bridge(ctx, br); err == nil {
 			in.Controllers[br] = bi.Controllers
 		}
-		conn, err := openflow.Dial(ctx, oc.MgmtSocket(br), openflow.Options{Logger: log})
+		conn, err := openflow.Dial(ctx, oc.MgmtSocket(br), openflow.Options{Logger: log, RequestTimeout: cfg.OVS.OFRequestTimeout})
 		if err != nil {
 			return nil, fmt.Errorf("openflow %s: %w", br, err)
 		}
@@ -178,7 +186,7 @@ func takeoverInputs(ctx context.Context, cfg *config.Config, log *slog.Logger) (
 	if len(ids) == 0 {
 		return in, nil
 	}
-	tr, err := oslo.Dial(ctx, oslo.Config{URL: cfg.Default.Transport, Host: cfg.Default.Host,
+	tr, err := dialBroker(ctx, cfg, oslo.Config{Host: cfg.Default.Host,
 		ControlExchange: cfg.Default.ControlExchange, ResponseTimeout: 30 * time.Second, Logger: log, DisableBackoff: true})
 	if err != nil {
 		return nil, err

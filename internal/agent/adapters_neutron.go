@@ -29,11 +29,11 @@ type NeutronServer struct {
 // Prefetch starts loading the ports of ids (the VM ports OVSDB holds at a
 // start) into the cache, as Devices would, and returns at once. The agent's
 // first batch asks for them only after the OpenFlow read-back of the earlier
-// run's flows (0.6 s at 1,000 ports in the bench), so the server's pull
-// (1.5-2.5 s there, the remote group's members) runs beside it instead of
-// after it. On the bench's 2 cores the two compete (ovs-vswitchd dumping
-// flows, the server loading ports) and the restart gained ~0.1 s; with cores
-// to spare, up to the read-back's time. Devices waits for a prefetch in
+// run's flows, so the server's pull (the remote group's members, the longer
+// of the two) runs beside it instead of after it. On a host with few cores
+// the two compete (ovs-vswitchd dumping flows, the server loading ports)
+// and little is gained; with cores to spare, up to the read-back's time.
+// Devices waits for a prefetch in
 // flight rather than pulling the same ports again. Call it once the
 // consumers listen: an update pushed after the pull must reach the cache.
 func (s *NeutronServer) Prefetch(ctx context.Context, ids []string) {
@@ -64,8 +64,8 @@ func (s *NeutronServer) awaitPrefetch(ctx context.Context) {
 // WarmFromEvent fetches, off the wiring path, the security groups (rules,
 // remote-group members, address groups) of a port the server announced as
 // bound to this host, so that they are cached when the port is plugged: the
-// first port of a group otherwise waits for them on the wiring path (1.5-2.5
-// s in the bench, the remote group's member pull). Call it from the cache's
+// first port of a group otherwise waits for them on the wiring path (the
+// remote group's member pull, seconds for a large group). Call it from the cache's
 // OnEvent; it returns at once. The agent's own fills (AgentRestarted) are
 // skipped: the loop asks for their groups itself right after.
 func (s *NeutronServer) WarmFromEvent(ctx context.Context, ev neutron.Event) {
@@ -162,9 +162,9 @@ const refreshSample = 10
 // loadUncached loads the ports of ids the cache does not hold. A cold cache
 // (the agent's start, or a burst of new ports) is loaded in the order of a
 // refresh, so that ports that are also members of a remote group are loaded
-// by the server once, not by id and then again by group (at a restart with
-// 1,000 ports: three pulls of 334 by id, ~2 s, then the same 1,000 as the
-// group's members). refreshSample or fewer, and whatever this misses (a
+// by the server once, not by id and then again by group (at a restart,
+// every port of a large group would be loaded twice). refreshSample or
+// fewer, and whatever this misses (a
 // failed pull included), DevicesDetails pulls by id, and reports if that
 // fails too.
 func (s *NeutronServer) loadUncached(ctx context.Context, ids []string) {
@@ -187,8 +187,8 @@ func (s *NeutronServer) uncachedPorts(ids []string) []string {
 // refreshPorts pulls every port of ids again (the first batch after a
 // start). The remote-group members the firewall needs next are pulled by
 // security group, which returns the local ports of those groups as well:
-// pulling them by id too had the server load every port twice (two pulls of
-// 352 ports, 3.1 s of the 6.3 s to in sync at a bench restart). So: a small
+// pulling them by id too had the server load every port twice (half of a
+// restart's time to in sync). So: a small
 // sample by id, its groups' members by group, then by id only the ports
 // those did not bring.
 func (s *NeutronServer) refreshPorts(ctx context.Context, ids []string) error {

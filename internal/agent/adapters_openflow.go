@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +20,14 @@ import (
 type OFBridges struct {
 	log    *slog.Logger
 	events chan DataplaneEvent
+	// RequestTimeout and InactivityProbe are [ovs] of_request_timeout and
+	// of_inactivity_probe for the connections Add makes (see
+	// openflow.Options); set them before the first Add.
+	RequestTimeout, InactivityProbe time.Duration
+	// ConnectTimeout bounds the first connection to a bridge ([ovs]
+	// of_connect_timeout: the reference gives up on a switch that has not
+	// connected by then and exits); 0 waits as long as ctx.
+	ConnectTimeout time.Duration
 
 	mu      sync.Mutex
 	bridges map[string]*ofBridge
@@ -46,13 +56,18 @@ func (o *OFBridges) Add(ctx context.Context, bridge, mgmtPath string) error {
 	if ok {
 		return nil
 	}
-	opt := openflow.Options{Logger: o.log, OnReconnect: func() {
+	opt := openflow.Options{Logger: o.log, RequestTimeout: o.RequestTimeout, InactivityProbe: o.InactivityProbe, OnReconnect: func() {
 		select {
 		case o.events <- DataplaneEvent{Bridge: bridge}:
 		default:
 		}
 	}}
 	backoff := 100 * time.Millisecond
+	if o.ConnectTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.ConnectTimeout)
+		defer cancel()
+	}
 	for {
 		conn, err := openflow.Dial(ctx, mgmtPath, opt)
 		if err == nil {
@@ -89,9 +104,9 @@ func (o *OFBridges) Add(ctx context.Context, bridge, mgmtPath string) error {
 // Cookies of ovs-agent carry ownCookieTag in their low 16 bits, the rest
 // random. A restarted agent recognises its predecessor's flows by the tag and
 // keeps their cookie: the first bundle after a restart then carries only what
-// changed (at 1,000 ports, re-cookieing every flow cost ovs-vswitchd 7 s of a
-// 8.4 s restart; keeping it, the restart was in sync in 2.6 s). Stale flows
-// are still swept by the desired set, never by cookie. Flows of any other
+// changed, instead of every flow re-cookied (most of a restart's time at
+// 1,000 ports; bench/README.md). The tag is
+// also what makes a flow ours to delete (sweepable). Flows of any other
 // agent (the reference's random per-run cookie) are untagged but for a
 // 1-in-65,536 chance; such flows are re-installed under a fresh cookie.
 const (
@@ -105,12 +120,27 @@ func newRoundCookie() uint64 {
 	return (rand.Uint64()&^(1<<63))&^ownCookieMask | ownCookieTag
 }
 
+// ourCookie: c is a cookie of ovs-agent (of any run).
+func ourCookie(c uint64) bool { return c&ownCookieMask == ownCookieTag }
+
+// sweepable says which flows no owner desires a sweep deletes: those with
+// our cookie, and, in tables (the start-up sweep's reference tables), those
+// of any cookie, as the reference's first-iteration cleanup does. Another
+// controller's flows elsewhere, and everywhere after a reconnect, stay.
+func sweepable(tables []uint8) func(*openflow.Flow) bool {
+	var in [256]bool
+	for _, t := range tables {
+		in[t] = true
+	}
+	return func(f *openflow.Flow) bool { return ourCookie(f.Cookie) || in[f.Table] }
+}
+
 // ownCookie returns the tagged cookie most of flows carry, and how many do;
 // n is 0 when no flow carries our tag.
 func ownCookie(flows []openflow.InstalledFlow) (cookie uint64, n int) {
 	count := map[uint64]int{}
 	for i := range flows {
-		if c := flows[i].Flow.Cookie; c&ownCookieMask == ownCookieTag {
+		if c := flows[i].Flow.Cookie; ourCookie(c) {
 			count[c]++
 		}
 	}
@@ -132,14 +162,15 @@ func (o *OFBridges) get(bridge string) (*ofBridge, error) {
 	return b, nil
 }
 
-// Apply implements Flows. A sweep deletes, in the same bundle, whatever
-// no owner wants (earlier rounds, strays adopted at start).
+// Apply implements Flows. A sweep deletes, in the same bundle, what no
+// owner wants and is ours to delete (sweepable).
 func (o *OFBridges) Apply(ctx context.Context, bridge string, ch FlowChange) error {
 	b, err := o.get(bridge)
 	if err != nil {
 		return err
 	}
 	if ch.Sweep {
+		b.rec.SetSweepable(sweepable(ch.SweepTables))
 		err = b.rec.ApplyAndSweep(ctx, ch.Set)
 	} else {
 		err = b.rec.Apply(ctx, ch.Set)
@@ -167,6 +198,23 @@ func (o *OFBridges) Reset(bridge string) {
 	}
 }
 
+// DropAll implements Flows: one delete of every flow in every table,
+// whatever its cookie (the reference's uninstall_flows(cookie=COOKIE_ANY)),
+// then the reconciler forgets what it adopted so the next Apply installs
+// every desired flow.
+func (o *OFBridges) DropAll(ctx context.Context, bridge string) error {
+	b, err := o.get(bridge)
+	if err != nil {
+		return err
+	}
+	del := openflow.FlowMod{Command: openflow.CmdDelete, Flow: openflow.Flow{Table: openflow.TableAll}}
+	if err := b.conn.Bundle(ctx, []openflow.FlowMod{del}); err != nil {
+		return fmt.Errorf("openflow: drop flows on %s: %w", bridge, err)
+	}
+	b.rec.Reset()
+	return nil
+}
+
 // Reread implements Flows.
 func (o *OFBridges) Reread(ctx context.Context, bridge string, sweep bool) error {
 	b, err := o.get(bridge)
@@ -177,6 +225,7 @@ func (o *OFBridges) Reread(ctx context.Context, bridge string, sweep bool) error
 		return fmt.Errorf("openflow: re-read %s: %w", bridge, err)
 	}
 	if sweep {
+		b.rec.SetSweepable(sweepable(nil))
 		err = b.rec.ApplyAndSweep(ctx, nil)
 	} else {
 		err = b.rec.Apply(ctx, nil)
@@ -202,6 +251,31 @@ func (o *OFBridges) CanaryPresent(ctx context.Context, bridge string) (bool, err
 	return len(fs) > 0, nil
 }
 
+// Check is the bridges' part of readiness: nil when every bridge's OpenFlow
+// connection is up, else which are down. Safe from any goroutine.
+func (o *OFBridges) Check() error {
+	o.mu.Lock()
+	var down []string
+	for br, b := range o.bridges {
+		if !b.conn.Connected() {
+			down = append(down, br)
+		}
+	}
+	o.mu.Unlock()
+	if len(down) == 0 {
+		return nil
+	}
+	sort.Strings(down)
+	return fmt.Errorf("openflow: %s not connected", strings.Join(down, ", "))
+}
+
+// Connected reports whether the bridge's OpenFlow connection is up (false
+// for a bridge not added).
+func (o *OFBridges) Connected(bridge string) bool {
+	b, err := o.get(bridge)
+	return err == nil && b.conn.Connected()
+}
+
 // Events implements Flows.
 func (o *OFBridges) Events() <-chan DataplaneEvent { return o.events }
 
@@ -221,6 +295,16 @@ func (o *OFBridges) Installed(bridge string) []openflow.InstalledFlow {
 		return nil
 	}
 	return b.rec.Installed()
+}
+
+// InstalledIn returns the bridge's installed flows of the tables keep
+// accepts (unsorted).
+func (o *OFBridges) InstalledIn(bridge string, keep func(table uint8) bool) []openflow.Flow {
+	b, err := o.get(bridge)
+	if err != nil {
+		return nil
+	}
+	return b.rec.InstalledIn(keep)
 }
 
 // InstalledFlows returns the flows the bridge's reconciler believes are

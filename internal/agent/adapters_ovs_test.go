@@ -16,6 +16,20 @@ import (
 // OpenFlow adapters, with the in-memory server.
 func runRealAgent(t *testing.T, o *ovstest.OVS, srv *fakeServer) (*harness, *OFBridges) {
 	t.Helper()
+	return runRealAgentWith(t, o, srv, nil)
+}
+
+// runRealAgentWith is runRealAgent with the agent's Flows made by wrap
+// from the real adapter (the adapter itself when wrap is nil).
+func runRealAgentWith(t *testing.T, o *ovstest.OVS, srv *fakeServer, wrap func(*OFBridges) Flows) (*harness, *OFBridges) {
+	t.Helper()
+	return runRealAgentTuned(t, o, srv, nil, wrap)
+}
+
+// runRealAgentTuned is runRealAgentWith with tune (when not nil) applied to
+// the OpenFlow bridges and the options before anything starts.
+func runRealAgentTuned(t *testing.T, o *ovstest.OVS, srv *fakeServer, tune func(*OFBridges, *Options), wrap func(*OFBridges) Flows) (*harness, *OFBridges) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	c, err := ovsdb.Dial(ctx, o.DB, ovsdb.Options{RunDir: o.Dir, Logger: testLogger()})
 	if err != nil {
@@ -31,18 +45,25 @@ func runRealAgent(t *testing.T, o *ovstest.OVS, srv *fakeServer) (*harness, *OFB
 		t.Fatal(err)
 	}
 	of := NewOFBridges(testLogger())
+	opt := testOpts(true)
+	if tune != nil {
+		tune(of, &opt)
+	}
 	for _, br := range l.Bridges() {
 		if err := of.Add(ctx, br, o.Mgmt(br)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	opt := testOpts(true)
 	opt.LocalIP = "192.0.2.1"
 	opt.Pipeline = pipeline.Config{FirewallDriver: "openvswitch", EnableSecurityGroup: true, L2Population: true,
 		TunnelTypes: []pipeline.NetworkType{pipeline.TypeVXLAN}}
 	opt.FDBWait = 200 * time.Millisecond
 	h := &harness{t: t, srv: srv, m: metrics.New(), batches: make(chan bool, 1), done: make(chan error, 1)}
-	h.a = New(opt, Deps{Switch: sw, Flows: of, Plugin: srv, Cache: srv, Metrics: h.m, Log: testLogger(),
+	var flows Flows = of
+	if wrap != nil {
+		flows = wrap(of)
+	}
+	h.a = New(opt, Deps{Switch: sw, Flows: flows, Plugin: srv, Cache: srv, Metrics: h.m, Log: testLogger(),
 		AfterBatch: func(bool) {
 			select {
 			case h.batches <- true:

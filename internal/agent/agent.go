@@ -42,9 +42,9 @@ type Options struct {
 	// MaxInflightReports bounds the update_device_list calls out at once
 	// (default 2). neutron-server turns ports ACTIVE one call after another
 	// (one RPC worker, port status rows under DB retry); more calls out do
-	// not make it faster, they queue there and time out together: at 1,000
-	// ports with 8 out, 60 s timeouts and retries of work the server was
-	// still doing doubled the time to all ACTIVE. Two keep a small call
+	// not make it faster, they queue there and time out together, and the
+	// retries of work the server was still doing lengthen the time to all
+	// ACTIVE (bench/README.md, run 5). Two keep a small call
 	// from waiting behind a whole big one. After a failed call the agent
 	// sends one at a time until a call succeeds again (reportLimit).
 	MaxInflightReports int
@@ -60,6 +60,14 @@ type Options struct {
 	// RecordRPC makes the agent record its RPC calls in the metrics; off
 	// when the transport's observer already does.
 	RecordRPC bool
+	// DropFlowsOnStart ([agent] drop_flows_on_start) deletes every flow of
+	// br-int, br-tun and the physical bridges once the bridges are set up,
+	// before the first flows are installed, as the reference does, instead
+	// of adopting what an earlier run left. Traffic stops until re-wired.
+	DropFlowsOnStart bool
+	// StuckAfter: a batch running longer is reported stuck (LoopCheck, the
+	// log) until it returns (default 1 min; see watchdog.go).
+	StuckAfter time.Duration
 }
 
 func (o *Options) defaults() {
@@ -77,6 +85,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxInflightReports <= 0 {
 		o.MaxInflightReports = 2
+	}
+	if o.StuckAfter <= 0 {
+		o.StuckAfter = defaultStuckAfter
 	}
 }
 
@@ -144,6 +155,8 @@ type Agent struct {
 	tunnels     map[pipeline.TunnelKey]TunnelPort             // tunnel ports on br-tun, one per remote IP and type
 	applied     map[string]map[string]ownerDigest             // bridge → owner → digest of the flows applied
 	dirtyOwner  map[string]bool
+	rejected    map[string]*rejection // owners whose latest flows the switch rejected
+	retag       map[string]bool       // ports whose owners' rejection began or ended (retagPorts)
 
 	started       bool            // first snapshot processed
 	swept         bool            // stale flows of earlier rounds removed (every bridge)
@@ -152,6 +165,7 @@ type Agent struct {
 	bridgesOK     bool
 	bridgeRetryAt time.Time
 	bridgeFails   int
+	flowsDropped  bool // drop_flows_on_start done (once, at the first bridge setup)
 	flowFails     int
 	flowRetryAt   time.Time
 	resync        string // pending full resync reason
@@ -179,6 +193,8 @@ type Agent struct {
 	lastBatchEnd  time.Time         // when the loop's last batch returned (zero: none yet)
 	reread        map[string]bool   // bridges whose flows are re-read before the next apply (OpenFlow reconnect)
 	idle          *idleRelease      // returns a burst's garbage to the OS once idle
+	busySince     atomic.Int64      // unix ns the current batch started, 0 while waiting (watchdog.go)
+	loopState     atomic.Int32      // loopNotStarted, loopRunning, loopStopped
 	ct            *conntrackCleaner // nil without Deps.Conntrack
 }
 
@@ -216,6 +232,8 @@ func New(opt Options, d Deps) *Agent {
 		tunnels:     map[pipeline.TunnelKey]TunnelPort{},
 		applied:     map[string]map[string]ownerDigest{},
 		dirtyOwner:  map[string]bool{},
+		rejected:    map[string]*rejection{},
+		retag:       map[string]bool{},
 		tunnelSync:  map[string]*retry{},
 		fdbAwait:    map[string]time.Time{},
 		fdbSeen:     map[string]time.Time{},
@@ -264,6 +282,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.tunnelSync[t] = &retry{}
 	}
 
+	a.loopState.Store(loopRunning)
+	defer a.loopState.Store(loopStopped)
 	a.callBase = ctx
 	if a.opt.QuitGrace > 0 {
 		base, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
@@ -285,6 +305,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		}()
 	}
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); a.watchLoop(ctx) }()
 	if a.d.Reporter != nil && a.opt.ReportInterval > 0 {
 		wg.Add(1)
 		go func() { defer wg.Done(); a.reportLoop(ctx) }()
@@ -308,11 +330,13 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	// Set the bridges up before anything else; the first batch waits for
 	// the monitor's snapshot.
+	a.beginWork()
 	a.setupBridges(ctx)
 	if a.bridgesOK {
 		a.adoptTunnels(ctx)
 		a.takeInstalledFirewall()
 	}
+	a.endWork()
 	for {
 		// Wait for something to do.
 		a.armWake(wake)
@@ -359,7 +383,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.onEvent(ev)
 		}
 		start := time.Now()
+		a.beginWork()
 		a.batch(ctx)
+		a.endWork()
 		a.d.Metrics.ObserveLoop(time.Since(start))
 		a.lastBatchEnd = a.now()
 		a.idle.afterBatch(a.inSync)
@@ -469,9 +495,9 @@ func (a *Agent) nextWake() time.Time {
 	if len(a.dirtyOwner) > 0 && a.started && a.bridgesOK {
 		// Owners left dirty by the end of a batch (e.g. a tunnel port
 		// deleted after the sweep) are applied at once, failed ones after
-		// their back-off.
+		// their back-off, owners the switch rejected after theirs.
 		if a.flowRetryAt.IsZero() {
-			consider(a.now())
+			consider(a.dirtyWake())
 		} else {
 			consider(a.flowRetryAt)
 		}
@@ -513,11 +539,37 @@ func (a *Agent) setupBridges(ctx context.Context) {
 		a.bridgesOK = false
 		return
 	}
+	if a.opt.DropFlowsOnStart && !a.flowsDropped {
+		if err := a.dropFlows(ctx, l); err != nil {
+			a.bridgeFails++
+			a.bridgeRetryAt = a.now().Add(a.backoff(a.bridgeFails))
+			a.log.Error("agent: drop_flows_on_start failed; retrying", "err", err, "in", a.backoff(a.bridgeFails))
+			a.bridgesOK = false
+			return
+		}
+		a.flowsDropped = true
+	}
 	a.bridgeFails = 0
 	a.bridgesOK = true
 	if a.applyLayout(l) {
 		a.dirtyAll()
 	}
+}
+
+// dropFlows is the reference's uninstall_flows(cookie=COOKIE_ANY) on
+// br-int, br-tun (when tunnelling) and every physical bridge at start
+// under drop_flows_on_start. The reference also unplugs br-int's patch-tun
+// first so nothing floods over it meanwhile; ovs-agent's bridges are in
+// secure fail mode, where a bridge without flows forwards nothing, so the
+// patch port stays (and keeps its ofport).
+func (a *Agent) dropFlows(ctx context.Context, l BridgeLayout) error {
+	for _, br := range l.Bridges() {
+		if err := a.d.Flows.DropAll(ctx, br); err != nil {
+			return fmt.Errorf("agent: drop flows on %s: %w", br, err)
+		}
+	}
+	a.log.Info("agent: drop_flows_on_start: deleted every flow", "bridges", l.Bridges())
+	return nil
 }
 
 // applyLayout records the bridges in the state; it reports whether they

@@ -34,8 +34,10 @@ func (a *Agent) applyFlows(ctx context.Context) (ok bool, waited time.Duration) 
 			a.touch(owner)
 		}
 	}
+	now := a.now()
 	changes := map[string]map[string][]openflow.Flow{}
 	digests := map[string]map[string]ownerDigest{} // what a.applied becomes once a bundle succeeds
+	held := map[string]bool{}                      // owners whose rejected flows wait for their back-off
 	var fwOwners []string
 	for owner := range a.dirtyOwner {
 		if strings.HasPrefix(owner, "fw:") {
@@ -71,6 +73,11 @@ func (a *Agent) applyFlows(ctx context.Context) (ok bool, waited time.Duration) 
 			want := bf[br]
 			d, same := unchanged(a.applied[br], owner, want)
 			if same {
+				a.ownerAccepted(br, owner) // back to what the bridge holds
+				continue
+			}
+			if a.heldBack(br, owner, d, want, now) {
+				held[owner] = true
 				continue
 			}
 			if changes[br] == nil {
@@ -91,15 +98,29 @@ func (a *Agent) applyFlows(ctx context.Context) (ok bool, waited time.Duration) 
 			continue
 		}
 		start := a.now()
-		err := a.d.Flows.Apply(ctx, br, FlowChange{Set: set, Sweep: sweep})
+		ch := FlowChange{Set: set, Sweep: sweep}
+		if sweep {
+			ch.SweepTables = a.layout.referenceTables(br)
+		}
+		err := a.d.Flows.Apply(ctx, br, ch)
 		took := a.now().Sub(start)
 		waited += took
-		if err != nil {
+		rej, partial := isRejection(err)
+		if err != nil && !partial {
 			a.log.Warn("agent: flow bundle failed; retrying", "bridge", br, "owners", len(set), "err", err)
 			failed = true
 			continue
 		}
 		a.d.Metrics.ObserveBundle(br, took)
+		if partial {
+			// The others went in: only these wait (fail closed: each keeps
+			// what the bridge held for it; see heldDead for their ports).
+			a.ownersRejected(br, rej, digests[br])
+			for owner := range rej.Owners {
+				held[owner] = true
+				delete(set, owner)
+			}
+		}
 		if sweep {
 			a.sweptBr[br] = true
 		}
@@ -109,19 +130,28 @@ func (a *Agent) applyFlows(ctx context.Context) (ok bool, waited time.Duration) 
 			} else {
 				a.applied[br][owner] = digests[br][owner]
 			}
+			a.ownerAccepted(br, owner)
 		}
 		a.d.Metrics.SetFlows(br, tableCounts(a.applied[br]))
 		if br == a.layout.Integration {
 			a.ct.request(a.conntrackZones(set))
 		}
 	}
+	a.setRejectedGauge()
 	if failed {
 		a.flowFails++
 		a.flowRetryAt = a.now().Add(a.backoff(a.flowFails))
 		return false, waited
 	}
 	a.flowFails = 0
-	clear(a.dirtyOwner)
+	if len(held) == 0 {
+		clear(a.dirtyOwner)
+	}
+	for owner := range a.dirtyOwner {
+		if !held[owner] {
+			delete(a.dirtyOwner, owner) // held ones stay dirty: retried after their back-off
+		}
+	}
 	if !a.swept && len(sweeps) > 0 {
 		all := true
 		for _, br := range a.layout.Bridges() {
@@ -217,6 +247,26 @@ func (a *Agent) sweepReady(br string) bool {
 		return a.fdbComplete()
 	}
 	return true
+}
+
+// referenceTables are br's tables the reference clears of every foreign
+// cookie at its first iteration (INT_BR_ALL_TABLES, TUN_BR_ALL_TABLES,
+// PHY_BR_ALL_TABLES): the start-up sweep deletes no more and no less.
+func (l BridgeLayout) referenceTables(br string) []uint8 {
+	var ts []pipeline.Table
+	switch {
+	case br == l.Integration:
+		ts = pipeline.IntTables
+	case br == l.Tunnel:
+		ts = pipeline.TunTables
+	default:
+		ts = pipeline.PhysTables
+	}
+	out := make([]uint8, len(ts))
+	for i, t := range ts {
+		out[i] = t.ID
+	}
+	return out
 }
 
 func (a *Agent) afterSweep(ctx context.Context) {

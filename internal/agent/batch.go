@@ -75,6 +75,7 @@ func (a *Agent) batch(ctx context.Context) {
 	a.updateFirewall(ctx)
 	owners := len(a.dirtyOwner)
 	flowsOK, bundleWait := a.applyFlows(ctx)
+	a.retagPorts(ctx)
 	t4 := a.now()
 	if flowsOK {
 		a.markWired(t4, t3.Sub(t2)+bundleWait)
@@ -485,7 +486,11 @@ func (a *Agent) wirePort(p *portRec) (PortSetting, bool) {
 		oc = bindingOtherConfig(d, vlan)
 	}
 	adopted := p.vif.Tag == int(vlan) && ocHas(p.vif.OtherConfig, oc)
-	p.tagOK = adopted
+	tag := vlan
+	if w == wiredUp && a.heldDead(p.id) {
+		tag = DeadVLAN // fail closed until its flows are in (heldDead)
+	}
+	p.tagOK = p.vif.Tag == int(tag) && ocHas(p.vif.OtherConfig, oc)
 
 	// Pipeline and firewall state.
 	a.touch(pipeline.OwnerPort(p.id))
@@ -504,9 +509,17 @@ func (a *Agent) wirePort(p *portRec) (PortSetting, bool) {
 			// Full resync: the server lost what we told it.
 			p.upOnSrv = false
 		}
-		if !p.upOnSrv {
+		switch {
+		case tag == DeadVLAN && p.upOnSrv:
+			// Held on the dead VLAN (heldDead): the server must not keep
+			// it ACTIVE; reported up again once its flows are in.
+			p.setWant(reportDown)
+			p.upOnSrv = false
+		case tag == DeadVLAN && p.want == reportDown:
+			// the down is on its way
+		case !p.upOnSrv:
 			p.setWant(reportUp)
-		} else {
+		default:
 			p.setWant(reportNone)
 			p.clock.reset()
 		}
@@ -526,7 +539,7 @@ func (a *Agent) wirePort(p *portRec) (PortSetting, bool) {
 	if p.tagOK {
 		return PortSetting{}, false
 	}
-	return PortSetting{Name: p.vif.Name, Tag: vlan, OtherConfig: oc}, true
+	return PortSetting{Name: p.vif.Name, Tag: tag, OtherConfig: oc}, true
 }
 
 func bindingOtherConfig(d *Device, vlan uint16) map[string]string {

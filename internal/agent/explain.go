@@ -29,7 +29,11 @@ type Explanation struct {
 	Wiring          string
 	ReportedUp      bool
 	Source          string // "running agent" or "computed from OVSDB and the server"
-	Flows           []ExplainedFlow
+	// Rejected lists the port's owners whose latest flows the switch
+	// rejected: the port keeps their earlier flows (or, with none, the dead
+	// VLAN) and is not reported up until the switch takes them.
+	Rejected []string
+	Flows    []ExplainedFlow
 }
 
 // ExplainedFlow is one flow with the reason it exists.
@@ -76,6 +80,14 @@ func (a *Agent) explainPort(id string) explainResult {
 	}
 	e := a.describe(p)
 	e.Source = "running agent (flows as installed)"
+	for _, o := range a.portOwners(p) {
+		if a.rejected[o] != nil {
+			e.Rejected = append(e.Rejected, o)
+		}
+	}
+	if p.wired == wiredUp && a.heldDead(p.id) {
+		e.LocalVLAN = DeadVLAN
+	}
 	for _, o := range a.portOwners(p) {
 		for br := range a.applied {
 			for _, f := range a.d.Flows.Desired(br, o) {
@@ -229,6 +241,9 @@ func (e *Explanation) Write(w io.Writer) error {
 		vlan += " (dead)"
 	}
 	fmt.Fprintf(&b, "  local VLAN  %s  wiring %s  reported up %v\n", vlan, e.Wiring, e.ReportedUp)
+	if len(e.Rejected) > 0 {
+		fmt.Fprintf(&b, "  rejected    %s (the switch refused their latest flows; retried with back-off)\n", strings.Join(e.Rejected, ", "))
+	}
 	fmt.Fprintf(&b, "  flows       %d\n", len(e.Flows))
 	lastBr, lastTable := "", -1
 	for _, f := range e.Flows {

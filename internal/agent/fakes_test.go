@@ -177,6 +177,11 @@ type fakeFlows struct {
 	tables  map[string]map[string]fakeEntry // bridge → flow key → entry
 	bundles int
 	fail    int
+	// reject names the owners whose flows the switch refuses: Apply then
+	// applies the others and returns an OwnersRejectedError, as the
+	// reconciler does; rejects counts the refusals per owner.
+	reject  func(owner string) bool
+	rejects map[string]int
 	rereads map[string]int // bridge → Reread calls
 	events  chan DataplaneEvent
 	onApply func(br string) // called by Apply before it changes anything
@@ -211,7 +216,19 @@ func (f *fakeFlows) Apply(_ context.Context, br string, ch FlowChange) error {
 		t = map[string]fakeEntry{}
 		f.tables[br] = t
 	}
+	var rej *openflow.OwnersRejectedError
 	for owner, fs := range ch.Set {
+		if len(fs) > 0 && f.reject != nil && f.reject(owner) {
+			if rej == nil {
+				rej = &openflow.OwnersRejectedError{Owners: map[string]error{}}
+			}
+			rej.Owners[owner] = errors.New("fake switch: flow rejected")
+			if f.rejects == nil {
+				f.rejects = map[string]int{}
+			}
+			f.rejects[owner]++
+			continue
+		}
 		for k, e := range t {
 			if e.owner == owner {
 				delete(t, k)
@@ -222,13 +239,29 @@ func (f *fakeFlows) Apply(_ context.Context, br string, ch FlowChange) error {
 		}
 	}
 	if ch.Sweep {
+		may := sweepable(ch.SweepTables)
 		for k, e := range t {
-			if e.owner == "" {
+			if e.owner == "" && may(&e.flow) {
 				delete(t, k)
 			}
 		}
 	}
+	if rej != nil {
+		return rej
+	}
 	return nil
+}
+
+func (f *fakeFlows) rejected(owner string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rejects[owner]
+}
+
+func (f *fakeFlows) setReject(reject func(owner string) bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reject = reject
 }
 
 func (f *fakeFlows) Reset(string) {}
@@ -245,6 +278,13 @@ func (f *fakeFlows) Reread(_ context.Context, br string, _ bool) error {
 }
 
 func (f *fakeFlows) Cookie(br string) uint64 { return uint64(len(br)) << 32 }
+
+func (f *fakeFlows) DropAll(_ context.Context, br string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tables[br] = map[string]fakeEntry{}
+	return nil
+}
 
 func (f *fakeFlows) CanaryPresent(_ context.Context, br string) (bool, error) {
 	f.mu.Lock()

@@ -31,6 +31,9 @@ func (a *Agent) setFirewallPort(p *portRec, pp *pipeline.Port, d *Device, vlan u
 		mac, _ = net.ParseMAC(p.vif.MAC)
 	}
 	fp := firewall.Port{ID: p.id, OFPort: uint32(p.vif.OFPort), VLAN: vlan, MAC: mac, PortSecurity: pp.Filtered()}
+	if a.fw.Config.ExplicitlyEgressDirect {
+		fp.EgressDirectPatch = a.egressDirectPatch(d)
+	}
 	if fp.PortSecurity {
 		// An unfiltered port's groups are not fetched (the reference's
 		// server leaves trusted ports out of security group info).
@@ -177,4 +180,21 @@ func (a *Agent) reportFirewallProblems(st *firewall.State) {
 		a.log.Warn("agent: firewall skips a value it cannot represent", "kind", p.Kind, "owner", p.Owner, "id", p.ID, "reason", p.Reason, "detail", p.Detail)
 	}
 	a.fwProblems = seen
+}
+
+// egressDirectPatch is the br-int port accepted egress unicast of a port on
+// the device's network leaves by with explicitly_egress_direct, as the
+// reference's install_accepted_egress_direct_flow picks it: patch-tun for
+// tunnel networks, int-<bridge> of the physical network for VLAN networks,
+// none (0) for flat and local networks or a missing port.
+func (a *Agent) egressDirectPatch(d *Device) uint32 {
+	switch pipeline.NetworkType(d.NetworkType) {
+	case pipeline.TypeVXLAN, pipeline.TypeGRE, pipeline.TypeGeneve:
+		return a.layout.PatchTun
+	case pipeline.TypeVLAN:
+		if pb, ok := a.layout.Physical[d.PhysicalNetwork]; ok && d.PhysicalNetwork != "" {
+			return pb.IntOFPort
+		}
+	}
+	return 0
 }

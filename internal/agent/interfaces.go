@@ -139,17 +139,25 @@ type Switch interface {
 
 // FlowChange is what one bundle does on one bridge: for each owner in Set
 // its installed flows become exactly the given ones (an empty slice deletes
-// the owner's flows). Sweep also deletes, in the same bundle, every flow of
-// an earlier cookie round that no owner re-installed.
+// the owner's flows). Sweep also deletes, in the same bundle, every flow
+// carrying an ovs-agent cookie (any round's) that no owner re-installed,
+// and, in SweepTables, flows of any cookie that no owner wants.
 type FlowChange struct {
 	Set   map[string][]openflow.Flow
 	Sweep bool
+	// SweepTables: the tables the reference clears of every cookie but its
+	// own at its first iteration (cleanup_stale_flows over INT_BR_ALL_TABLES
+	// etc.); only the start-up sweep names them.
+	SweepTables []uint8
 }
 
 // Flows is what the loop needs from OpenFlow: one reconciler per bridge.
 type Flows interface {
 	// Apply applies the change to the bridge in one atomic bundle. On error
-	// nothing changed on the bridge.
+	// nothing changed on the bridge, except with an
+	// *openflow.OwnersRejectedError: the switch rejected the flows of the
+	// owners it names (they keep what the bridge held for them) and every
+	// other owner's change was applied.
 	Apply(ctx context.Context, bridge string, ch FlowChange) error
 	// Cookie is the cookie of this run's flows on the bridge (the pipeline
 	// embeds it in br-tun's learn action).
@@ -157,10 +165,14 @@ type Flows interface {
 	// Reset forgets what the reconciler believes is installed on the bridge
 	// (after ovs-vswitchd restarted, the switch's tables are empty).
 	Reset(bridge string)
+	// DropAll deletes every flow of the bridge, whatever its table or
+	// cookie, and forgets what was installed ([agent] drop_flows_on_start).
+	DropAll(ctx context.Context, bridge string) error
 	// Reread re-reads what the bridge holds (after a reconnect it may differ
 	// from what was installed: flows restored by ovs-ctl lose their flags)
-	// and re-sends what differs from the desired flows; with sweep, flows no
-	// owner desires are deleted in the same bundle.
+	// and re-sends what differs from the desired flows; with sweep, flows
+	// carrying an ovs-agent cookie that no owner desires are deleted in the
+	// same bundle (another controller's flows stay).
 	Reread(ctx context.Context, bridge string, sweep bool) error
 	// CanaryPresent reports whether br-int still has the canary flow in
 	// table 23; false means ovs-vswitchd restarted and lost every flow.

@@ -15,14 +15,14 @@ const releaseMinAlloc = 16 << 20
 // the periodic canary check (every polling_interval, 2 s by default) runs a
 // batch that allocates a few KiB. Were it to postpone the release like real
 // work, a release delay above the polling interval would never be reached
-// (run 5 of the bench: 16 MiB of free heap kept for the whole idle minute).
+// and the burst's free heap would be kept for as long as the agent idles.
 const quietBatchAlloc = 1 << 20
 
-// idleRelease returns the memory a burst of work left behind (wiring 1,000
-// ports allocates hundreds of MiB over a live heap of ~12 MiB) once the
-// agent has been in sync and idle for a while. Go's collector would reuse
-// it and its scavenger would return it only slowly: the bench measured
-// 93 MiB RSS a minute after wiring 1,000 ports. One forced collection per
+// idleRelease returns the memory a burst of work left behind (wiring many
+// ports allocates many times the live heap) once the agent has been in sync
+// and idle for a while. Go's collector would reuse it and its scavenger
+// would return it only slowly, leaving RSS near the burst's peak long after
+// (bench/README.md has the figures). One forced collection per
 // idle period after at least releaseMinAlloc of allocations costs little
 // and nothing at all while the agent is busy.
 type idleRelease struct {

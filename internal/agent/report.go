@@ -23,7 +23,7 @@ func (a *Agent) reportDevices(ctx context.Context) {
 		}
 		switch p.want {
 		case reportUp:
-			if p.wired == wiredUp && p.tagOK {
+			if p.wired == wiredUp && p.tagOK && !a.flowsRejected(id) {
 				r.up = append(r.up, id)
 				r.upNets[p.dev.NetworkID] = true
 				if p.reAdded {
@@ -42,7 +42,7 @@ func (a *Agent) reportDevices(ctx context.Context) {
 // it, before the batch's flows are applied, carried by a port the server
 // already has ACTIVE and that was already wired (adopted at a restart or a
 // takeover): reporting such a port up again changes nothing on the server,
-// and the call's round trip (0.3–0.7 s here) then overlaps the OVSDB
+// and the call's round trip (the server's slowest step) then overlaps the OVSDB
 // writes and the bundle instead of following them, which is what the
 // first sync waits for. Ports the server does not have ACTIVE are reported
 // only after their flows are in (reportDevices).
@@ -76,7 +76,7 @@ func (a *Agent) addRefresh(r *reportResult, activeOnly bool) {
 				if activeOnly && !(p.upOnSrv && p.want == reportNone) {
 					continue
 				}
-				if !p.inflight && p.wired == wiredUp && p.tagOK && p.dev != nil && p.dev.NetworkID == id {
+				if !p.inflight && p.wired == wiredUp && p.tagOK && p.dev != nil && p.dev.NetworkID == id && !a.flowsRejected(pid) {
 					r.up = append(r.up, pid)
 					r.upNets[id] = true
 					break

@@ -56,6 +56,11 @@ func (f *recFlows) Desired(br, owner string) []openflow.Flow {
 	return f.rec(br).Desired(owner)
 }
 
+func (f *recFlows) DropAll(_ context.Context, br string) error {
+	f.rec(br).Reset()
+	return nil
+}
+
 // Reread never finds anything new: nullSwitch holds nothing.
 func (f *recFlows) Reread(context.Context, string, bool) error { return nil }
 

@@ -106,9 +106,6 @@ func (a *Agent) observeSent(p *portRec, sent time.Time) {
 	c.sent = sent
 	for _, s := range c.sentStages() {
 		a.d.Metrics.ObserveWiringStage(s.stage, s.d)
-		if s.stage == stageAgent {
-			a.d.Metrics.ObserveAgentBatch(s.d)
-		}
 	}
 }
 
@@ -131,7 +128,7 @@ func (a *Agent) observeReplied(p *portRec, replied time.Time) {
 // dataplane is what this batch spent waiting on the switch.
 func (a *Agent) markWired(now time.Time, dataplane time.Duration) {
 	for _, p := range a.ports {
-		if p.want == reportUp && p.wired == wiredUp && p.tagOK && !p.clock.seen.IsZero() && p.clock.wired.IsZero() {
+		if p.want == reportUp && p.wired == wiredUp && p.tagOK && !p.clock.seen.IsZero() && p.clock.wired.IsZero() && !a.flowsRejected(p.id) {
 			p.clock.wired = now
 			p.clock.dataplane = dataplane
 		}

@@ -189,7 +189,7 @@ func PlanTakeover(opt Options, in TakeoverInputs) *TakeoverPlan {
 		}
 	}
 	for _, br := range in.Layout.Bridges() {
-		plan.Bridges = append(plan.Bridges, planBridge(br, desired[br], in.Installed[br]))
+		plan.Bridges = append(plan.Bridges, planBridge(br, desired[br], in.Installed[br], in.Layout.referenceTables(br)))
 	}
 	plan.Messages = msgs
 	return plan
@@ -219,7 +219,10 @@ func sansCookie(f openflow.Flow) string {
 
 var learnCookie = regexp.MustCompile(`cookie=0x[0-9a-f]+`)
 
-func planBridge(br string, desired, installed []openflow.Flow) BridgePlan {
+// planBridge counts what the start-up sweep does: it removes what no owner
+// wants among the flows sweepable(refTables) allows, and no other.
+func planBridge(br string, desired, installed []openflow.Flow, refTables []uint8) BridgePlan {
+	mayDelete := sweepable(refTables)
 	tables := map[uint8]*TablePlan{}
 	tp := func(t uint8) *TablePlan {
 		if tables[t] == nil {
@@ -250,7 +253,7 @@ func planBridge(br string, desired, installed []openflow.Flow) BridgePlan {
 		}
 	}
 	for k, f := range have {
-		if _, ok := want[k]; ok {
+		if _, ok := want[k]; ok || !mayDelete(&f) {
 			continue
 		}
 		t := tp(f.Table)

@@ -10,7 +10,8 @@ import (
 
 // TestPlanTakeover: on a dataplane another agent built (same flows, its
 // cookie, one flow of its own and one learned flow), the plan keeps the
-// port's VLAN, re-cookies every flow in place and removes the two others.
+// port's VLAN, re-cookies every flow in place and removes the two others;
+// another controller's flow in a table the reference never clears stays.
 func TestPlanTakeover(t *testing.T) {
 	sw, fl, srv := newFakeSwitch(true), newFakeFlows(), newFakeServer()
 	srv.addPort("p1", "net-a", "vxlan", 100, "fa:16:3e:00:00:01")
@@ -35,6 +36,7 @@ func TestPlanTakeover(t *testing.T) {
 	fl.mu.Unlock()
 	installed["br-int"] = append(installed["br-int"], openflow.Flow{Table: 60, Priority: 7, Cookie: theirs, Match: openflow.Match{openflow.InPort(99)}, Actions: []openflow.Action{openflow.Drop{}}})
 	installed["br-tun"] = append(installed["br-tun"], openflow.Flow{Table: 20, Priority: 1, Cookie: theirs, HardTimeout: 300, Match: openflow.Match{openflow.InPort(98)}, Actions: []openflow.Action{openflow.Drop{}}})
+	installed["br-int"] = append(installed["br-int"], openflow.Flow{Table: 100, Priority: 7, Cookie: 0x77, Match: openflow.Match{openflow.InPort(97)}, Actions: []openflow.Action{openflow.Drop{}}})
 
 	srv.mu.Lock()
 	dev := srv.devices["p1"]

@@ -59,6 +59,7 @@ type AgentOptions struct {
 	DSCPSet                bool // dscp was given
 	DSCPInherit            bool
 	ExplicitlyEgressDirect bool
+	DropFlowsOnStart       bool          // delete every flow of the bridges at start instead of adopting them
 	QuittingRPCTimeout     time.Duration // 10 s
 	ReportInterval         time.Duration // 30 s; 0 disables state reports
 	LogAgentHeartbeats     bool
@@ -88,7 +89,9 @@ type OVSOptions struct {
 	BridgeMACTableSize int           // 50000
 	IGMPSnoopingEnable bool
 
-	ResourceProviderHypervisors map[string]string
+	// Placement is the resource_provider_* options (and [ml2]
+	// tunnelled_network_rp_name), reported in report_state.
+	Placement Placement
 }
 
 // Firewall driver names, normalised from the reference's aliases and class paths.
@@ -124,6 +127,14 @@ type RabbitOptions struct {
 	SSLKeyFile                string
 	QOSPrefetchCount          int // 0 = unlimited
 
+	// SSLVersion is ssl_version as written ("", SSLv23 or TLSv1_2; the
+	// option table refuses the others).
+	SSLVersion string
+	// SSLEnforceHostnameVerification checks the broker's name in its
+	// certificate, only when SSLCAFile is set (oslo.messaging); False by
+	// default, as in the reference's oslo.messaging 14.0.3+deb12u1.
+	SSLEnforceHostnameVerification bool
+
 	// Declarations, as oslo.messaging makes them (oslo.Queues says how).
 	DurableQueues          bool   // amqp_durable_queues
 	AutoDelete             bool   // amqp_auto_delete
@@ -140,12 +151,25 @@ type RabbitOptions struct {
 	ProcessName            string // processname, for the queue manager ("" = program name)
 }
 
+// DefaultMetricsListen is metrics_listen's default. The port is outside
+// 9100-9999, the range the Prometheus default-port allocations hand out to
+// exporters (9177 is the libvirt exporter's, on every compute host that
+// runs it), so no exporter that follows the list can take it; below the
+// Linux ephemeral range (32768-60999), so no outgoing connection holds it;
+// and not an OpenStack, OVS/OVN, libvirt or Kubernetes port. It reads as
+// neutron-server's 9696.
+const DefaultMetricsListen = "127.0.0.1:19696"
+
 // OVSAgentOptions is [ovsagent]: ovsagent's additions. They only add; with
 // every one at its default the agent behaves as the reference does.
 type OVSAgentOptions struct {
 	// MetricsListen is host:port for /metrics and /healthz; empty disables.
-	// Default 127.0.0.1:9177.
+	// Default 127.0.0.1:19696 (DefaultMetricsListen).
 	MetricsListen string
+	// ExplainEndpoint serves /explain/<port-id> (any port's addresses,
+	// security groups and flows) on the metrics listener, unauthenticated.
+	// Default off.
+	ExplainEndpoint bool
 	// BatchWindow is how long the loop coalesces events that keep coming
 	// right after a batch before applying the next one; an event on an idle
 	// agent is applied at once. Default 10 ms.
@@ -157,13 +181,17 @@ type OVSAgentOptions struct {
 	// (runtime/debug.SetMemoryLimit) in MiB; 0 (default) sets none. The
 	// GOMEMLIMIT environment variable, when set, wins. Set it above the
 	// live heap (below it the collector runs nearly non-stop while the agent
-	// works): the fake scale test's process with 40 at 1,000 ports has an
-	// RSS in sync of ~52 instead of ~86-99 MiB, for 2-3x the GCs while
-	// wiring (docs/notes/agent.md, "RSS at 1,000 ports").
+	// works): it trades the garbage a wiring burst leaves mapped for more
+	// GC cycles while wiring (figures in bench/README.md).
 	MemoryLimitMiB int
 	// DebugPprof mounts Go's /debug/pprof/ handlers on the metrics
-	// listener (heap and CPU profiles of a running agent). Default off.
+	// listener (heap and CPU profiles of a running agent). Default off;
+	// refused on a metrics_listen beyond loopback unless
+	// DebugPprofAnyAddress.
 	DebugPprof bool
+	// DebugPprofAnyAddress lets debug_pprof serve on a non-loopback
+	// metrics_listen. Default off.
+	DebugPprofAnyAddress bool
 }
 
 // DeviceListChunk is the effective update_device_list chunk size.
@@ -206,19 +234,24 @@ func Defaults() *Config {
 			ReportInterval:     30 * time.Second,
 		},
 		OVS: OVSOptions{
-			IntegrationBridge:           "br-int",
-			TunnelBridge:                "br-tun",
-			IntPeerPatchPort:            "patch-tun",
-			TunPeerPatchPort:            "patch-int",
-			DatapathType:                "system",
-			VhostuserSocketDir:          "/var/run/openvswitch",
-			OFConnectTimeout:            300 * time.Second,
-			OFRequestTimeout:            300 * time.Second,
-			OFInactivityProbe:           10 * time.Second,
-			OVSDBConnection:             "tcp:127.0.0.1:6640",
-			OVSDBTimeout:                10 * time.Second,
-			BridgeMACTableSize:          50000,
-			ResourceProviderHypervisors: map[string]string{},
+			IntegrationBridge:  "br-int",
+			TunnelBridge:       "br-tun",
+			IntPeerPatchPort:   "patch-tun",
+			TunPeerPatchPort:   "patch-int",
+			DatapathType:       "system",
+			VhostuserSocketDir: "/var/run/openvswitch",
+			OFConnectTimeout:   300 * time.Second,
+			OFRequestTimeout:   300 * time.Second,
+			OFInactivityProbe:  10 * time.Second,
+			OVSDBConnection:    "tcp:127.0.0.1:6640",
+			OVSDBTimeout:       10 * time.Second,
+			BridgeMACTableSize: 50000,
+			Placement: Placement{
+				InventoryDefaults:   defaultInventoryDefaults(),
+				PPInventoryDefaults: defaultInventoryDefaults(),
+				Hypervisors:         map[string]string{},
+				TunnelledRPName:     DefaultRPTunnelledName,
+			},
 		},
 		SecurityGroup: SecurityGroupOptions{
 			FirewallDriver:      FirewallNoop,
@@ -233,7 +266,7 @@ func Defaults() *Config {
 			TransientQueuesTTL:        1800 * time.Second,
 		},
 		OVSAgent: OVSAgentOptions{
-			MetricsListen: "127.0.0.1:9177",
+			MetricsListen: DefaultMetricsListen,
 			BatchWindow:   10 * time.Millisecond,
 		},
 	}

@@ -77,7 +77,10 @@ func TestDefaults(t *testing.T) {
 		{"heartbeat_timeout_threshold", c.Rabbit.HeartbeatTimeoutThreshold, 60 * time.Second},
 		{"rabbit_transient_queues_ttl", c.Rabbit.TransientQueuesTTL, 1800 * time.Second},
 		{"rabbit_interval_max", c.Rabbit.IntervalMax, 30 * time.Second},
-		{"metrics_listen", c.OVSAgent.MetricsListen, "127.0.0.1:9177"},
+		{"metrics_listen", c.OVSAgent.MetricsListen, "127.0.0.1:19696"},
+		{"explain_endpoint", c.OVSAgent.ExplainEndpoint, false},
+		{"debug_pprof", c.OVSAgent.DebugPprof, false},
+		{"debug_pprof_any_address", c.OVSAgent.DebugPprofAnyAddress, false},
 		{"batch_window", c.OVSAgent.BatchWindow, 10 * time.Millisecond},
 		{"device list chunk", c.DeviceListChunk(), 20},
 		{"vhost", c.Default.Transport.VHost, "/"},
@@ -289,8 +292,8 @@ enable_security_group = false
 		c.DeviceListChunk() != 100 || c.OVSAgent.MemoryLimitMiB != 48 || !c.OVSAgent.DebugPprof || c.SecurityGroup.FirewallDriver != FirewallIptablesHybrid || c.EffectiveFirewall() != FirewallNoop {
 		t.Errorf("unexpected: %+v", c)
 	}
-	if !reflect.DeepEqual(c.OVS.ResourceProviderHypervisors, map[string]string{"br-phys": "hv1", "br-x": "hv2"}) {
-		t.Errorf("hypervisors = %v", c.OVS.ResourceProviderHypervisors)
+	if !reflect.DeepEqual(c.OVS.Placement.Hypervisors, map[string]string{"br-phys": "hv1", "br-x": "hv2"}) {
+		t.Errorf("hypervisors = %v", c.OVS.Placement.Hypervisors)
 	}
 }
 
@@ -327,13 +330,17 @@ func TestBadConfigs(t *testing.T) {
 		{"bad rabbit int", "[oslo_messaging_rabbit]\nrabbit_transient_queues_ttl = 0\n", "oslo_messaging_rabbit.rabbit_transient_queues_ttl", "0"},
 		{"bad rabbit bool", "[oslo_messaging_rabbit]\nssl = sure\n", "oslo_messaging_rabbit.ssl", "sure"},
 		{"bad host", "[DEFAULT]\nhost = hv 1\n", "DEFAULT.host", "hv 1"},
-		{"transport not rabbit", "[DEFAULT]\ntransport_url = kafka://u:hunter2@127.0.0.1:9092/\n", "DEFAULT.transport_url", "kafka://u:***@127.0.0.1:9092/"},
-		{"transport no host", "[DEFAULT]\ntransport_url = rabbit://u:hunter2@/\n", "DEFAULT.transport_url", "rabbit://u:***@/"},
-		{"transport bad port", "[DEFAULT]\ntransport_url = rabbit://u:hunter2@127.0.0.1:56x2/\n", "DEFAULT.transport_url", "rabbit://u:***@127.0.0.1:56x2/"},
+		{"transport not rabbit", "[DEFAULT]\ntransport_url = kafka://u:hunter2@127.0.0.1:9092/\n", "DEFAULT.transport_url", `"kafka://***": unsupported scheme "kafka"`},
+		{"transport no host", "[DEFAULT]\ntransport_url = rabbit://u:hunter2@/\n", "DEFAULT.transport_url", `"rabbit://***": host 1: missing host name`},
+		{"transport bad port", "[DEFAULT]\ntransport_url = rabbit://u:hunter2@127.0.0.1:56x2/\n", "DEFAULT.transport_url", `"rabbit://***": host 1: bad port`},
+		{"transport password cut by a question mark", "[DEFAULT]\ntransport_url = rabbit://u:12?hunter2@127.0.0.1/\n", "DEFAULT.transport_url", `"rabbit://***": '@' after the broker list`},
 		{"transport not a url", "[DEFAULT]\ntransport_url = guest:hunter2@127.0.0.1\n", "DEFAULT.transport_url", ""},
 		{"transport unset", "[DEFAULT]\ntransport_url =\n", "DEFAULT.transport_url", ""},
 		{"bad dict", "[ovs]\nresource_provider_hypervisors = br-phys\n", "ovs.resource_provider_hypervisors", "br-phys"},
-		{"bad metrics_listen", "[ovsagent]\nmetrics_listen = 9177\n", "ovsagent.metrics_listen", "9177"},
+		{"bad metrics_listen", "[ovsagent]\nmetrics_listen = 19696\n", "ovsagent.metrics_listen", "19696"},
+		{"pprof on every address", "[ovsagent]\ndebug_pprof = True\nmetrics_listen = :19696\n", "ovsagent.debug_pprof", "metrics_listen :19696"},
+		{"pprof on a host address", "[ovsagent]\ndebug_pprof = True\nmetrics_listen = 192.0.2.1:19696\n", "ovsagent.debug_pprof", "192.0.2.1:19696"},
+		{"pprof on a host name", "[ovsagent]\ndebug_pprof = True\nmetrics_listen = hv1.example.org:19696\n", "ovsagent.debug_pprof", "debug_pprof_any_address"},
 		{"max timeout below timeout", "[DEFAULT]\nrpc_response_timeout = 900\n", "DEFAULT.rpc_response_max_timeout", "600"},
 		{"unparsable file", "[ovs\nlocal_ip = 1.2.3.4\n", "cannot parse", ""},
 	}
@@ -362,6 +369,26 @@ func TestBadConfigs(t *testing.T) {
 	}
 }
 
+// TestMetricsListenerOptions: the profiles are served on loopback, or
+// anywhere when forced; /explain only when asked.
+func TestMetricsListenerOptions(t *testing.T) {
+	for _, body := range []string{
+		"[ovsagent]\ndebug_pprof = True\n",
+		"[ovsagent]\ndebug_pprof = True\nmetrics_listen = [::1]:19696\n",
+		"[ovsagent]\ndebug_pprof = True\nmetrics_listen = localhost:19696\n",
+		"[ovsagent]\ndebug_pprof = True\nmetrics_listen = 0.0.0.0:19696\ndebug_pprof_any_address = True\n",
+		"[ovsagent]\ndebug_pprof = False\nmetrics_listen = 0.0.0.0:19696\n",
+	} {
+		if _, err := load(t, base, body); err != nil {
+			t.Errorf("%q: %v", body, err)
+		}
+	}
+	c := mustLoad(t, base, "[ovsagent]\nexplain_endpoint = True\ndebug_pprof_any_address = True\n")
+	if !c.OVSAgent.ExplainEndpoint || !c.OVSAgent.DebugPprofAnyAddress {
+		t.Errorf("explain_endpoint %v, debug_pprof_any_address %v; want both true", c.OVSAgent.ExplainEndpoint, c.OVSAgent.DebugPprofAnyAddress)
+	}
+}
+
 func TestUnreadable(t *testing.T) {
 	_, err := Load(Files(filepath.Join(t.TempDir(), "missing.conf")), Options{HostAddrs: fakeAddrs})
 	if err == nil || !strings.Contains(err.Error(), "missing.conf") || strings.Contains(err.Error(), "\n") {
@@ -375,10 +402,14 @@ func TestUnreadable(t *testing.T) {
 
 func TestMaskTransportURL(t *testing.T) {
 	for in, want := range map[string]string{
-		"rabbit://a:secret@h:5672/":          "rabbit://a:***@h:5672/",
-		"rabbit://a:secret@h:bad/":           "rabbit://a:***@h:bad/",
-		"rabbit://a:secret@h1,b:secret2@h2/": "rabbit://a:***@h1:5672,b:***@h2:5672/",
-		"kafka://a:secret@h/":                "kafka://a:***@h/",
+		"rabbit://a:secret@h:5672/":             "rabbit://a:***@h:5672/",
+		"rabbit://a:secret@h1,a:secret@h2/?x=1": "rabbit://a:***@h1:5672,a:***@h2:5672/?x=1",
+		// unparsable: a piece of the password can be anywhere after the scheme
+		"rabbit://a:secret@h:bad/":           "rabbit://***",
+		"rabbit://a:secret@h1,b:secret2@h2/": "rabbit://***",
+		"rabbit://a:12?secret@h/":            "rabbit://***",
+		"rabbit://a:secret":                  "rabbit://***",
+		"kafka://a:secret@h/":                "kafka://***",
 		"a:secret@h":                         "***",
 	} {
 		if got := MaskTransportURL(in); got != want {

@@ -54,3 +54,26 @@ func FuzzConfig(f *testing.F) {
 		}
 	})
 }
+
+// transportPasswords lists the passwords of a transport_url as a naive
+// reader sees them (the text between the first ':' and the last '@' of each
+// broker of the part before the first '/', '?' or '#').
+func transportPasswords(raw string) []string {
+	_, rest, found := strings.Cut(strings.TrimSpace(raw), "://")
+	if !found {
+		return nil
+	}
+	netloc := rest
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		netloc = rest[:i]
+	}
+	var out []string
+	for _, h := range strings.Split(netloc, ",") {
+		if at := strings.LastIndex(h, "@"); at >= 0 {
+			if _, pass, ok := strings.Cut(h[:at], ":"); ok && pass != "" {
+				out = append(out, pass)
+			}
+		}
+	}
+	return out
+}

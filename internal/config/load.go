@@ -39,6 +39,9 @@ type Raw struct {
 	Files []string
 	// asked, when set (tests), sees every option looked up.
 	asked func(section, key string)
+	// rabbitQuery holds the transport_url query, which overrides
+	// [oslo_messaging_rabbit] (see applyTransportQuery).
+	rabbitQuery map[string]string
 }
 
 // Lookup returns the last value of section.key and whether it was set.
@@ -48,6 +51,9 @@ func (r *Raw) Lookup(section, key string) (string, bool) {
 	}
 	if r.asked != nil {
 		r.asked(section, key)
+	}
+	if v, ok := r.rabbitQuery[key]; ok && normSection(section) == rabbitSection {
+		return v, true
 	}
 	if r.env != nil {
 		if v, ok := r.env("OS_" + strings.ToUpper(section) + "__" + strings.ToUpper(key)); ok {

@@ -43,7 +43,7 @@ func (s Status) String() string {
 
 // OptionInfo is one row of the option table.
 type OptionInfo struct {
-	Section string // DEFAULT, agent, ovs, securitygroup, network_log, oslo_messaging_rabbit, ovsagent
+	Section string // DEFAULT, agent, ovs, securitygroup, network_log, oslo_messaging_rabbit, ovsagent, ml2
 	Name    string
 	Default string // the reference default, as written in a config file
 	Status  Status
@@ -155,15 +155,10 @@ var optionTable = func() []OptionInfo {
 		h(agent, "arp_responder", "False"),
 		h(agent, "dont_fragment", "True"),
 		refBool(agent, "enable_distributed_routing", "DVR is "+notYet+": no DVR RPC, no DVR flows"),
-		refBool(agent, "drop_flows_on_start", "dropping all flows at start is "+notYet+"; ovs-agent keeps traffic flowing and removes stale flows by cookie"),
+		h(agent, "drop_flows_on_start", "False"),
 		h(agent, "tunnel_csum", "False"),
 		refBool(agent, "baremetal_smartnic", "smart-NIC baremetal ports are "+notYet),
-		part(agent, "explicitly_egress_direct", "False", "with the openvswitch firewall it is "+notYet, "True", func(v string, all *Raw) bool {
-			fw, _ := all.Lookup("securitygroup", "firewall_driver")
-			sgOn, set := all.Lookup("securitygroup", "enable_security_group")
-			name, _ := normalizeFirewall(fw)
-			return isFalse(v, all) || name != FirewallOpenvswitch || (set && isFalse(sgOn, all))
-		}),
+		h(agent, "explicitly_egress_direct", "False"),
 		h(agent, "dscp", ""),
 		h(agent, "dscp_inherit", "False"),
 		h(agent, "quitting_rpc_timeout", "10"),
@@ -205,13 +200,13 @@ var optionTable = func() []OptionInfo {
 		refBool(ovs, "igmp_flood", "the igmp_flood settings are "+notYet),
 		refBool(ovs, "igmp_flood_reports", "the igmp_flood settings are "+notYet),
 		refBool(ovs, "igmp_flood_unregistered", "the igmp_flood settings are "+notYet),
-		refEmpty(ovs, "resource_provider_bandwidths", "placement bandwidth inventories are "+notYet, "br-phys:1000:1000"),
+		h(ovs, "resource_provider_bandwidths", ""),
 		h(ovs, "resource_provider_hypervisors", ""),
-		refEmpty(ovs, "resource_provider_default_hypervisor", "placement inventories are "+notYet, "hv1"),
-		refEmpty(ovs, "resource_provider_inventory_defaults", "placement inventories are "+notYet, "reserved:1"),
-		refEmpty(ovs, "resource_provider_packet_processing_without_direction", "placement packet-rate inventories are "+notYet, ":1000"),
-		refEmpty(ovs, "resource_provider_packet_processing_with_direction", "placement packet-rate inventories are "+notYet, ":1000:1000"),
-		refEmpty(ovs, "resource_provider_packet_processing_inventory_defaults", "placement packet-rate inventories are "+notYet, "reserved:1"),
+		h(ovs, "resource_provider_default_hypervisor", ""),
+		h(ovs, "resource_provider_inventory_defaults", "allocation_ratio:1.0,min_unit:1,step_size:1,reserved:0"),
+		h(ovs, "resource_provider_packet_processing_without_direction", ""),
+		h(ovs, "resource_provider_packet_processing_with_direction", ""),
+		h(ovs, "resource_provider_packet_processing_inventory_defaults", "allocation_ratio:1.0,min_unit:1,step_size:1,reserved:0"),
 		refBool(ovs, "qos_meter_bandwidth", "QoS is "+notYet),
 		ne(ovs, "trunk_enabled", "True", "trunk ports are "+notYet+"; True (the default) is accepted because every configuration carries it, and no trunk is ever reported ACTIVE"),
 
@@ -237,9 +232,9 @@ var optionTable = func() []OptionInfo {
 		h(rabbit, "ssl_ca_file", ""),
 		h(rabbit, "ssl_cert_file", ""),
 		h(rabbit, "ssl_key_file", ""),
-		refEmpty(rabbit, "ssl_version", "choosing the TLS version is "+notYet+" (ovs-agent offers TLS 1.2 and 1.3)", "TLSv1_2"),
+		part(rabbit, "ssl_version", "", "SSLv23 (TLS 1.2 or 1.3) and TLSv1_2 (TLS 1.2 only) are honoured; TLSv1, TLSv1_1, SSLv2 and SSLv3 are not offered by ovs-agent (nor by the reference host's OpenSSL)", "TLSv1", isOneOf("", "SSLv23", "TLSv1_2")),
 		refBool(rabbit, "ssl_enforce_fips_mode", "FIPS mode is "+notYet),
-		part(rabbit, "ssl_enforce_hostname_verification", "False", "ovs-agent always verifies the broker's name in its certificate", "False", func(v string, _ *Raw) bool { b, ok := parseBool(v); return !ok || b }),
+		h(rabbit, "ssl_enforce_hostname_verification", "False"),
 		h(rabbit, "heartbeat_timeout_threshold", "60"),
 		h(rabbit, "heartbeat_rate", "2"),
 		ne(rabbit, "heartbeat_in_pthread", "False", "ovs-agent's heartbeats run on their own goroutine whatever this says"),
@@ -274,19 +269,24 @@ var optionTable = func() []OptionInfo {
 		ne(rabbit, "conn_pool_min_size", "2", noPool),
 		ne(rabbit, "conn_pool_ttl", "1200", noPool),
 
+		// [ml2]: the one option of it the reference agent reads (2026.2).
+		h("ml2", "tunnelled_network_rp_name", "rp_tunnelled"),
+
 		// [ovsagent]: ovs-agent's own additions, ignored by the reference.
-		h(own, "metrics_listen", "127.0.0.1:9177"),
+		h(own, "metrics_listen", DefaultMetricsListen),
+		h(own, "explain_endpoint", "False"),
 		h(own, "batch_window_ms", "10"),
 		h(own, "device_list_chunk_size", "0"),
 		h(own, "memory_limit_mib", "0"),
 		h(own, "debug_pprof", "False"),
+		h(own, "debug_pprof_any_address", "False"),
 	}
 }()
 
 // OptionTable lists the option table (sorted by section order, then name).
 func OptionTable() []OptionInfo {
 	out := append([]OptionInfo(nil), optionTable...)
-	order := map[string]int{"DEFAULT": 0, "agent": 1, "ovs": 2, "securitygroup": 3, "network_log": 4, "oslo_messaging_rabbit": 5, "ovsagent": 6}
+	order := map[string]int{"DEFAULT": 0, "agent": 1, "ovs": 2, "securitygroup": 3, "network_log": 4, "oslo_messaging_rabbit": 5, "ovsagent": 6, "ml2": 7}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Section != out[j].Section {
 			return order[out[i].Section] < order[out[j].Section]
@@ -320,13 +320,13 @@ func checkSupport(raw *Raw) error {
 		}
 		if o.Default == "False" || o.Default == "True" {
 			if _, isBool := parseBool(v); !isBool {
-				return &Error{Option: optName(o.Section, o.Name), Value: v, Reason: "not a boolean (true/false, yes/no, on/off, 1/0)"}
+				return &Error{Option: raw.origin(o.Section, o.Name), Value: v, Reason: "not a boolean (true/false, yes/no, on/off, 1/0)"}
 			}
 		}
 		if o.Accept(v, raw) {
 			continue
 		}
-		return &RefusedError{Option: optName(o.Section, o.Name), Value: v, Why: o.Why}
+		return &RefusedError{Option: raw.origin(o.Section, o.Name), Value: v, Why: o.Why}
 	}
 	return nil
 }

@@ -102,9 +102,6 @@ func TestRefusedOptionsFailLoad(t *testing.T) {
 		if o.Section == "DEFAULT" {
 			body = fmt.Sprintf("%s%s = %s\n", base, o.Name, o.Refuse)
 		}
-		if o.Name == "explicitly_egress_direct" {
-			body += "[securitygroup]\nfirewall_driver = openvswitch\n"
-		}
 		_, err := load(t, body)
 		var re *RefusedError
 		if !errors.As(err, &re) {
@@ -137,6 +134,7 @@ func TestRefusedExamples(t *testing.T) {
 		{"[agent]\nextensions = made_up\n", "agent.extensions"},
 		{"[agent]\nbaremetal_smartnic = yes\n", "agent.baremetal_smartnic"},
 		{"[ovs]\novsdb_connection = ssl:127.0.0.1:6640\n", "ovs.ovsdb_connection"},
+		// Refused as the reference refuses it: no bridge of bridge_mappings to hang on.
 		{"[ovs]\nresource_provider_bandwidths = br-phys:1000:1000\n", "ovs.resource_provider_bandwidths"},
 		{"[oslo_messaging_rabbit]\nrabbit_quorum_queue = maybe\n", "oslo_messaging_rabbit.rabbit_quorum_queue"},
 		// Combinations oslo.messaging refuses at start.
@@ -157,7 +155,9 @@ func TestRefusedExamples(t *testing.T) {
 		"[agent]\nextensions =\n",
 		"[agent]\nenable_distributed_routing = False\n",
 		"[ovs]\novsdb_connection = unix:/var/run/openvswitch/db.sock\n",
+		"[ovs]\nbridge_mappings = physnet1:br-phys\nresource_provider_bandwidths = br-phys:1000:1000\n",
 		"[agent]\nexplicitly_egress_direct = True\n[securitygroup]\nfirewall_driver = noop\n",
+		"[agent]\nexplicitly_egress_direct = True\n[securitygroup]\nfirewall_driver = openvswitch\n",
 		"[oslo_messaging_rabbit]\nrabbit_login_method = PLAIN\nkombu_failover_strategy = round-robin\n",
 		// The messaging options kolla-style clouds turn on.
 		"[oslo_messaging_rabbit]\nrabbit_quorum_queue = true\nrabbit_transient_quorum_queue = true\nrabbit_stream_fanout = true\nrabbit_qos_prefetch_count = 10\nuse_queue_manager = true\n",

@@ -17,7 +17,12 @@ func RenderOptionsDoc() string {
 	b.WriteString("- **partly refused**: the values named in the last column are refused, the others honoured.\n")
 	b.WriteString("- **no effect**: the reference reads it for machinery ovs-agent does not have; any value is accepted.\n\n")
 	b.WriteString("Options of other sections (and server options in a shared neutron.conf) are ignored, as oslo.config ignores\n")
-	b.WriteString("options nobody registered.\n")
+	b.WriteString("options nobody registered.\n\n")
+	b.WriteString("The `transport_url` query sets `[oslo_messaging_rabbit]` options, as oslo.messaging's rabbit driver does\n")
+	b.WriteString("(`rabbit://user:pass@host:5671/?ssl=1`): such a value wins over the files and goes through this table the\n")
+	b.WriteString("same way; a name that is not an option of that section is refused. A password holding `/`, `?`, `#`, `,`\n")
+	b.WriteString("or `%` must be percent-encoded (`%2F`, `%3F`, `%23`, `%2C`, `%25`): the shapes an unencoded one produces\n")
+	b.WriteString("are refused, and no part of the URL after the scheme is shown when it does not parse.\n")
 	section := ""
 	for _, o := range OptionTable() {
 		if o.Section != section {

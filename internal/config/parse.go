@@ -33,7 +33,7 @@ type parser struct {
 
 func (p *parser) fail(section, key, value, format string, args ...any) {
 	if p.err == nil {
-		p.err = &Error{Option: optName(section, key), Value: value, Reason: fmt.Sprintf(format, args...)}
+		p.err = &Error{Option: p.raw.origin(section, key), Value: value, Reason: fmt.Sprintf(format, args...)}
 	}
 }
 
@@ -197,6 +197,7 @@ func Parse(raw *Raw) (*Config, error) {
 	a.DSCPSet = p.integer(agent, "dscp", &a.DSCP, 0, 63)
 	p.boolean(agent, "dscp_inherit", &a.DSCPInherit)
 	p.boolean(agent, "explicitly_egress_direct", &a.ExplicitlyEgressDirect)
+	p.boolean(agent, "drop_flows_on_start", &a.DropFlowsOnStart)
 	p.seconds(agent, "quitting_rpc_timeout", &a.QuittingRPCTimeout, 0)
 	p.floatSeconds(agent, "report_interval", &a.ReportInterval)
 	p.boolean(agent, "log_agent_heartbeats", &a.LogAgentHeartbeats)
@@ -221,7 +222,8 @@ func Parse(raw *Raw) (*Config, error) {
 	p.seconds(ovs, "ovsdb_timeout", &o.OVSDBTimeout, 1)
 	p.integer(ovs, "bridge_mac_table_size", &o.BridgeMACTableSize, 1, math.MaxInt)
 	p.boolean(ovs, "igmp_snooping_enable", &o.IGMPSnoopingEnable)
-	p.dict(ovs, "resource_provider_hypervisors", &o.ResourceProviderHypervisors)
+	p.str("ml2", "tunnelled_network_rp_name", &o.Placement.TunnelledRPName)
+	p.parsePlacement(c.Default.Host, o.BridgeMappings, &o.Placement)
 
 	s := &c.SecurityGroup
 	if v, ok := p.lookup(sg, "firewall_driver"); ok && p.err == nil {
@@ -250,6 +252,10 @@ func Parse(raw *Raw) (*Config, error) {
 	p.str(rabbit, "ssl_ca_file", &r.SSLCAFile)
 	p.str(rabbit, "ssl_cert_file", &r.SSLCertFile)
 	p.str(rabbit, "ssl_key_file", &r.SSLKeyFile)
+	if p.str(rabbit, "ssl_version", &r.SSLVersion) {
+		r.SSLVersion = strings.TrimSpace(r.SSLVersion)
+	}
+	p.boolean(rabbit, "ssl_enforce_hostname_verification", &r.SSLEnforceHostnameVerification)
 	p.integer(rabbit, "rabbit_qos_prefetch_count", &r.QOSPrefetchCount, 0, math.MaxInt)
 	p.boolean(rabbit, "amqp_durable_queues", &r.DurableQueues)
 	p.boolean(rabbit, "amqp_auto_delete", &r.AutoDelete)
@@ -278,6 +284,8 @@ func Parse(raw *Raw) (*Config, error) {
 	p.integer(own, "device_list_chunk_size", &w.DeviceListChunkSize, 0, math.MaxInt)
 	p.integer(own, "memory_limit_mib", &w.MemoryLimitMiB, 0, 1<<20)
 	p.boolean(own, "debug_pprof", &w.DebugPprof)
+	p.boolean(own, "debug_pprof_any_address", &w.DebugPprofAnyAddress)
+	p.boolean(own, "explain_endpoint", &w.ExplainEndpoint)
 
 	if p.err != nil {
 		return nil, p.err

@@ -44,6 +44,15 @@ func Load(sources []Source, opts Options) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	return loadRaw(raw, opts)
+}
+
+// loadRaw is Load after reading: the transport_url query, types, the option
+// table, validation.
+func loadRaw(raw *Raw, opts Options) (*Config, error) {
+	if err := raw.applyTransportQuery(); err != nil {
+		return nil, err
+	}
 	c, err := Parse(raw)
 	if err != nil {
 		return nil, err
@@ -152,8 +161,24 @@ func (c *Config) Validate(hostAddrs HostAddrsFunc) error {
 		if host != "" && net.ParseIP(host) == nil && validHost(host) != nil {
 			return &Error{Option: "ovsagent.metrics_listen", Value: l, Reason: "bad host"}
 		}
+		// The profiles show the agent's memory (tenant data, the broker's
+		// password): served beyond loopback only when asked in so many words.
+		if c.OVSAgent.DebugPprof && !c.OVSAgent.DebugPprofAnyAddress && !loopbackHost(host) {
+			return &Error{Option: "ovsagent.debug_pprof", Value: "True",
+				Reason: fmt.Sprintf("metrics_listen %s is not a loopback address; set debug_pprof_any_address = True to serve the profiles there", l)}
+		}
 	}
 	return nil
+}
+
+// loopbackHost: host (of host:port) names only loopback addresses. ""
+// (every address) and names other than localhost are not: a name is not
+// resolved at load, and may resolve elsewhere later.
+func loopbackHost(host string) bool {
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	return strings.EqualFold(host, "localhost")
 }
 
 func secs(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }

@@ -53,8 +53,8 @@ var (
 
 // The actions every port's flows repeat are built once and shared (action
 // values are never modified once built): installed flows are kept for as
-// long as they are installed, 56k at 1,000 ports, and one boxed value per
-// flow and action was ~1 MiB of that heap.
+// long as they are installed, 56k at 1,000 ports, and a boxed value per
+// flow and action would be a large share of the agent's heap.
 var (
 	resubmits   [256]of.Action // resubmit(,t)
 	ctRecircs   [256]of.Action // ct(table=t,zone=NXM_NX_REG6[0..15])
@@ -108,6 +108,11 @@ func BaseFlows(cfg Config) []of.Flow {
 	add(flow(TableDroppedTraffic, 0, nil))
 	for _, t := range []uint8{TableRulesEgress, TableRulesIngress} {
 		fs = append(fs, flow(t, 50, of.Match{ctInvalid}, resubmit(TableDroppedTraffic)))
+	}
+	if cfg.ExplicitlyEgressDirect {
+		// As the reference's _initialize_egress: below the pipeline's
+		// NORMAL (priority 3), so only what nothing else takes reaches 94.
+		add(flow(TableTransient, 2, nil, resubmit(TableAcceptedEgressNormal)))
 	}
 	return fs
 }

@@ -1,21 +1,3 @@
-// Package firewall computes the OVS conntrack firewall of the reference
-// agent (firewall_driver = openvswitch, br-int tables 71-94) as typed flows.
-//
-// Everything here is pure: a State (ports with their ofport, local VLAN, MAC,
-// addresses and security groups; the groups with their rules; remote group
-// and address group membership) and the conjunction id assignment go in,
-// flows grouped by owner come out. The agent installs each owner's flows as
-// one atomic batch and, on a change, recomputes only the owners that
-// ChangedOwners names.
-//
-// Owners:
-//
-//	"fw:base"          the table defaults (drops, NORMAL, ct_clear, +inv+trk drops)
-//	"fw:port:<id>"     every flow of one port in tables 71-94
-//	"fw:conj:<vlan>"   the remote-address half (conjunction clause 1/2) of remote
-//	                   group / address group rules on one local VLAN (reg6)
-//
-// Table 60 (the hop from the pipeline into 71/81/73) belongs to internal/pipeline.
 package firewall
 
 import (

@@ -65,8 +65,8 @@ func FlowsFor(st *State, ids ConjIDs, owner string) ([]of.Flow, error) {
 
 // FlowsForOwners is FlowsFor for many owners of one state at once. The
 // per-state rules index (which port wins each MAC, over every port) is built
-// once: FlowsFor per port owner rebuilt it each time, O(ports²) per batch
-// (0.6 s of CPU for the first batch at 1,000 ports).
+// once: FlowsFor per port owner rebuilt it each time, O(ports²) per batch,
+// which dominated the first batch after a start at scale.
 func FlowsForOwners(st *State, ids ConjIDs, owners []string) (map[string][]of.Flow, map[string]error) {
 	out := make(map[string][]of.Flow, len(owners))
 	errs := map[string]error{}

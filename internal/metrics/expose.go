@@ -124,6 +124,10 @@ func gaugeFamily(name, help string, v *vec[gauge]) family {
 	return scalarFamily(name, help, "gauge", v, (*gauge).get)
 }
 
+func probeFamily(name, help string, v *vec[probe]) family {
+	return scalarFamily(name, help, "gauge", v, (*probe).get)
+}
+
 // scalarFamily writes one sample per child: its labels and value(child).
 func scalarFamily[T any](name, help, typ string, v *vec[T], value func(*T) float64) family {
 	return family{name, help, typ, func(b []byte) []byte {

@@ -18,11 +18,13 @@ import (
 
 // observeAll records the observations testdata/exposition.golden was made
 // from: the same calls on the client_golang version of this package
-// (promhttp's output with the go_* and process_* families cut out).
+// (promhttp's output with the go_* and process_* families cut out), and
+// since, the connection states and the buckets for minutes (the build info
+// changes with every commit: withoutRuntime drops it).
 func observeAll(m *Metrics) {
 	m.SetPortsWired(3)
 	m.ObservePortWiring(300 * time.Millisecond)
-	m.ObserveAgentBatch(4 * time.Millisecond)
+	m.ObserveWiringStage("server", 150*time.Second)
 	m.ObserveWiringStage("agent", 3*time.Millisecond)
 	m.ObserveWiringStage("server", 3*time.Second)
 	m.ObserveRPC("update_device_list", 250*time.Millisecond, nil)
@@ -32,20 +34,27 @@ func observeAll(m *Metrics) {
 	m.SetFlows("br-tun", map[uint8]int{22: 1})
 	m.ObserveBundle("br-int", 2*time.Millisecond)
 	m.IncResync("revived")
+	m.IncOwnerRejected("br-int", "fw:port")
+	m.IncOwnerRejected("br-int", "fw:port")
+	m.SetOwnersRejected("br-int", 1)
 	m.ObserveLoop(time.Millisecond)
 	m.IncMalformed("q-agent-notifier-tunnel-update", "not-json")
 	m.IncMalformed("q-agent\"x\\y", "a\nb")
 	m.IncUpdateDeviceList()
 	m.SetInSync(true)
+	m.WatchAMQP(func() bool { return true })
+	m.WatchOVSDB(func() bool { return false })
+	m.WatchOpenFlow("br-int", func() bool { return true })
+	m.WatchOpenFlow("br-tun", func() bool { return false })
 }
 
 // withoutRuntime drops the go_* and process_* families, whose values change
-// from run to run.
+// from run to run, and the build info.
 func withoutRuntime(text string) string {
 	var out []string
 	for _, l := range strings.SplitAfter(text, "\n") {
 		name := strings.TrimPrefix(strings.TrimPrefix(l, "# HELP "), "# TYPE ")
-		if !strings.HasPrefix(name, "go_") && !strings.HasPrefix(name, "process_") {
+		if !strings.HasPrefix(name, "go_") && !strings.HasPrefix(name, "process_") && !strings.HasPrefix(name, "ovsagent_build_info") {
 			out = append(out, l)
 		}
 	}
@@ -251,7 +260,6 @@ func TestObserveDoesNotAllocate(t *testing.T) {
 	err := errors.New("x")
 	n := testing.AllocsPerRun(200, func() {
 		m.ObservePortWiring(time.Millisecond)
-		m.ObserveAgentBatch(time.Millisecond)
 		m.ObserveWiringStage("agent", time.Millisecond)
 		m.ObserveRPC("get_devices_details_list", time.Millisecond, err)
 		m.ObserveBundle("br-int", time.Millisecond)

@@ -1,5 +1,5 @@
 // Package metrics holds ovsagent's Prometheus metrics and the HTTP endpoint
-// that serves them with /healthz.
+// that serves them with the probes (/livez, /readyz, /healthz).
 //
 // Every metric lives on its Metrics value (there is no global registry) so
 // tests and several agents in one process do not collide. All methods are
@@ -8,8 +8,8 @@
 //
 // The package writes the Prometheus text format itself (expose.go) instead
 // of using client_golang: the agent exports a dozen families, and the
-// library, with protobuf and its runtime/metrics Go collector, cost ~1.8 MiB
-// of binary and ~1 MiB of heap for them.
+// library, with protobuf and its runtime/metrics Go collector, cost more
+// binary and heap than the agent's own metrics (bench/README.md).
 package metrics
 
 import (
@@ -22,18 +22,22 @@ import (
 type Metrics struct {
 	portsWired     *gauge
 	portWiring     *histogram
-	agentBatch     *histogram
 	wiringStage    *vec[histogram]
 	rpcDuration    *vec[histogram]
 	rpcErrors      *vec[counter]
 	flows          *vec[gauge]
 	bundleApply    *vec[histogram]
+	ownerRejected  *vec[counter]
+	ownersHeld     *vec[gauge]
 	resyncs        *vec[counter]
 	loopDuration   *histogram
 	malformed      *vec[counter]
 	fwSkipped      *vec[counter]
 	inSyncGauge    *gauge
 	updateDevCalls *counter
+	amqpUp         *vec[probe]
+	ovsdbUp        *vec[probe]
+	openflowUp     *vec[probe]
 	declFailures   *vec[counter]
 
 	// handlerErrors is promhttp's promhttp_metric_handler_errors_total,
@@ -46,8 +50,11 @@ type Metrics struct {
 }
 
 // Latency buckets: the agent's own share is milliseconds, the server's
-// floor a few hundred ms, the reference agent seconds.
-var latencyBuckets = []float64{.001, .0025, .005, .01, .02, .05, .1, .2, .3, .5, .75, 1, 1.5, 2.5, 5, 10, 30}
+// floor a few hundred ms, the reference agent seconds; at 1,000 ports a
+// port waits minutes on the server (bench/README.md), which the buckets up
+// to 15 min keep apart instead of lumping into +Inf.
+var latencyBuckets = []float64{.001, .0025, .005, .01, .02, .05, .1, .2, .3, .5, .75, 1, 1.5, 2.5, 5, 10, 30,
+	60, 120, 180, 300, 600, 900}
 
 // New creates the metric set.
 func New() *Metrics {
@@ -89,8 +96,6 @@ func New() *Metrics {
 	m.portsWired = gaugeOne("ovsagent_ports_wired", "VM ports on br-int wired and reported up.")
 	m.portWiring = histOne("ovsagent_port_wiring_seconds",
 		"From the OVSDB event of a port to the server's reply to update_device_list (port ACTIVE).")
-	m.agentBatch = histOne("ovsagent_agent_batch_seconds",
-		"The agent's own share of wiring a port: from the moment it has the port's ofport and details to the port wired and its report ready to send, less the time the batch waited on the switch (the dataplane stage).")
 	m.wiringStage = histMany("ovsagent_port_wiring_stage_seconds",
 		"Where a port's wiring time goes, by stage: vswitchd (OVSDB event to ofport), server_data (ofport to the port's details), "+
 			"agent (details to wired, less dataplane), dataplane (the wiring batch's OVSDB tag transaction and OpenFlow bundles, until the switch confirmed them), "+
@@ -100,6 +105,12 @@ func New() *Metrics {
 	m.flows = gaugeVec("bridge", "table")
 	fams = append(fams, gaugeFamily("ovsagent_flows", "Flows the agent owns, by bridge and table.", m.flows))
 	m.bundleApply = histMany("ovsagent_bundle_apply_seconds", "Time to apply one OpenFlow bundle, by bridge.", "bridge")
+	m.ownerRejected = counterMany("ovsagent_flow_owner_rejected_total",
+		"Owners whose flows the switch rejected in a bundle, by bridge and owner kind (the rest of the bundle was applied; the owner keeps its previous flows and is retried with back-off).",
+		"bridge", "kind")
+	m.ownersHeld = gaugeVec("bridge")
+	fams = append(fams, gaugeFamily("ovsagent_flow_owners_rejected",
+		"Owners whose latest flows the switch rejected and that are not applied yet, by bridge (their ports are not reported up).", m.ownersHeld))
 	m.resyncs = counterMany("ovsagent_resyncs_total", "Full resyncs, by reason.", "reason")
 	m.loopDuration = histOne("ovsagent_loop_duration_seconds", "Duration of one batch of the agent loop.")
 	m.malformed = counterMany("ovsagent_malformed_messages_total",
@@ -110,6 +121,16 @@ func New() *Metrics {
 		"1 when the dataplane matches the agent's state and the server knows every port's status.")
 	m.updateDevCalls = counterOne("ovsagent_update_device_list_calls_total",
 		"update_device_list batches sent (one per loop batch that had ports to report).")
+	// The connections' states, read from their owners at scrape time.
+	probeOne := func(name, help string, names ...string) *vec[probe] {
+		v := newVec(func() *probe { return new(probe) }, names...)
+		fams = append(fams, probeFamily(name, help, v))
+		return v
+	}
+	m.amqpUp = probeOne("ovsagent_amqp_connected", "1 while the connection to the message broker (transport_url) is up, else 0.")
+	m.ovsdbUp = probeOne("ovsagent_ovsdb_connected", "1 while the OVSDB session (ovsdb_connection) is up, else 0.")
+	m.openflowUp = probeOne("ovsagent_openflow_connected", "1 while the OpenFlow connection to the bridge is up, else 0, by bridge.", "bridge")
+	fams = append(fams, buildInfoFamily(readBuildInfo()))
 	m.declFailures = counterMany("ovsagent_amqp_declare_failures_total",
 		"Queue and exchange declarations, bindings and consumers the broker refused (each retried), by queue and reason (the AMQP reply code, e.g. precondition_failed for arguments that differ from the existing queue's).", "queue", "reason")
 	m.handlerErrors = counterMany("promhttp_metric_handler_errors_total",
@@ -141,13 +162,6 @@ func (m *Metrics) SetPortsWired(n int) {
 func (m *Metrics) ObservePortWiring(d time.Duration) {
 	if m != nil {
 		m.portWiring.observe(d.Seconds())
-	}
-}
-
-// ObserveAgentBatch records the agent's own share of wiring one port.
-func (m *Metrics) ObserveAgentBatch(d time.Duration) {
-	if m != nil {
-		m.agentBatch.observe(d.Seconds())
 	}
 }
 
@@ -199,6 +213,22 @@ func (m *Metrics) ObserveBundle(bridge string, d time.Duration) {
 	}
 }
 
+// IncOwnerRejected counts one owner whose flows the switch rejected on
+// bridge; kind is the owner key's kind ("fw:port", "port", "net", ...).
+func (m *Metrics) IncOwnerRejected(bridge, kind string) {
+	if m != nil {
+		m.ownerRejected.with(bridge, kind).inc()
+	}
+}
+
+// SetOwnersRejected sets the number of owners of bridge whose flows the
+// switch rejects now.
+func (m *Metrics) SetOwnersRejected(bridge string, n int) {
+	if m != nil {
+		m.ownersHeld.with(bridge, "").set(float64(n))
+	}
+}
+
 // IncResync counts a full resync.
 func (m *Metrics) IncResync(reason string) {
 	if m != nil {
@@ -242,7 +272,8 @@ func (m *Metrics) IncDeclareFailure(queue, reason string) {
 	}
 }
 
-// SetInSync records whether the agent is in sync; /healthz answers from it.
+// SetInSync records whether the agent is in sync; /readyz (and /healthz)
+// answers from it.
 func (m *Metrics) SetInSync(ok bool) {
 	if m == nil {
 		return
@@ -257,3 +288,27 @@ func (m *Metrics) SetInSync(ok bool) {
 
 // InSync reports the last value given to SetInSync.
 func (m *Metrics) InSync() bool { return m != nil && m.inSync.Load() }
+
+// WatchAMQP exports up() (called at each scrape, so it must not block) as
+// the broker connection's state.
+func (m *Metrics) WatchAMQP(up func() bool) {
+	if m != nil {
+		m.amqpUp.with("", "").set(up)
+	}
+}
+
+// WatchOVSDB exports up() (called at each scrape) as the OVSDB session's
+// state.
+func (m *Metrics) WatchOVSDB(up func() bool) {
+	if m != nil {
+		m.ovsdbUp.with("", "").set(up)
+	}
+}
+
+// WatchOpenFlow exports up() (called at each scrape) as the state of the
+// OpenFlow connection to bridge.
+func (m *Metrics) WatchOpenFlow(bridge string, up func() bool) {
+	if m != nil {
+		m.openflowUp.with(bridge, "").set(up)
+	}
+}

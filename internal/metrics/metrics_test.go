@@ -5,7 +5,10 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"regexp"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -49,7 +52,6 @@ func TestServerHealthzAndMetrics(t *testing.T) {
 
 	m.SetPortsWired(3)
 	m.ObservePortWiring(300 * time.Millisecond)
-	m.ObserveAgentBatch(4 * time.Millisecond)
 	m.ObserveRPC("update_device_list", 250*time.Millisecond, nil)
 	m.ObserveRPC("tunnel_sync", time.Millisecond, errors.New("timeout"))
 	m.SetFlows("br-int", map[uint8]int{0: 5, 60: 2})
@@ -68,7 +70,6 @@ func TestServerHealthzAndMetrics(t *testing.T) {
 	for _, want := range []string{
 		"ovsagent_ports_wired 3",
 		"ovsagent_port_wiring_seconds_count 1",
-		"ovsagent_agent_batch_seconds_count 1",
 		`ovsagent_rpc_duration_seconds_count{method="update_device_list"} 1`,
 		`ovsagent_rpc_errors_total{method="tunnel_sync"} 1`,
 		`ovsagent_flows{bridge="br-int",table="0"} 4`,
@@ -115,4 +116,72 @@ func TestListenBadAddress(t *testing.T) {
 	if _, err := Listen("256.0.0.1:0", New()); err == nil {
 		t.Fatal("Listen on a bad address succeeded")
 	}
+}
+
+// TestBucketsCoverMinutes: at 1,000 ports a port waits minutes in the
+// server stage; such waits land in buckets of their own, not in +Inf.
+func TestBucketsCoverMinutes(t *testing.T) {
+	m := New()
+	m.ObserveWiringStage("server", 150*time.Second)
+	m.ObserveWiringStage("server", 8*time.Minute)
+	text := string(m.AppendText(nil))
+	for _, want := range []string{
+		`ovsagent_port_wiring_stage_seconds_bucket{stage="server",le="120"} 0`,
+		`ovsagent_port_wiring_stage_seconds_bucket{stage="server",le="180"} 1`,
+		`ovsagent_port_wiring_stage_seconds_bucket{stage="server",le="300"} 1`,
+		`ovsagent_port_wiring_stage_seconds_bucket{stage="server",le="600"} 2`,
+	} {
+		if !strings.Contains(text, want+"\n") {
+			t.Errorf("lacks %q", want)
+		}
+	}
+}
+
+// TestBuildInfo: one ovsagent_build_info sample, 1, naming the Go version
+// the binary was built with and a version and revision (or "unknown").
+func TestBuildInfo(t *testing.T) {
+	text := string(New().AppendText(nil))
+	re := regexp.MustCompile(`(?m)^ovsagent_build_info\{goversion="([^"]+)",revision="([^"]+)",version="([^"]+)"\} 1$`)
+	got := re.FindAllStringSubmatch(text, -1)
+	if len(got) != 1 || got[0][1] != runtime.Version() {
+		t.Fatalf("build info samples %q, want one with goversion %s", got, runtime.Version())
+	}
+	if !strings.Contains(text, "# TYPE ovsagent_build_info gauge\n") {
+		t.Error("ovsagent_build_info lacks its TYPE")
+	}
+	b := string(buildInfoFamily(buildInfo{version: `v1.2.3`, goversion: "go1.26", revision: `abc"d`}).samples(nil))
+	if want := `ovsagent_build_info{goversion="go1.26",revision="abc\"d",version="v1.2.3"} 1` + "\n"; b != want {
+		t.Errorf("sample %q, want %q", b, want)
+	}
+}
+
+// TestConnectionGauges: the connection states are read at each scrape
+// from whoever owns the connection.
+func TestConnectionGauges(t *testing.T) {
+	m := New()
+	if text := string(m.AppendText(nil)); strings.Contains(text, "_connected") {
+		t.Fatalf("states exported before anything is watched:\n%s", text)
+	}
+	var amqp, ovsdb, brInt atomic.Bool
+	m.WatchAMQP(amqp.Load)
+	m.WatchOVSDB(ovsdb.Load)
+	m.WatchOpenFlow("br-int", brInt.Load)
+	m.WatchOpenFlow("br-tun", func() bool { return true })
+	check := func(want ...string) {
+		t.Helper()
+		text := string(m.AppendText(nil))
+		for _, w := range want {
+			if !strings.Contains(text, "\n"+w+"\n") {
+				t.Errorf("lacks %q", w)
+			}
+		}
+	}
+	check("ovsagent_amqp_connected 0", "ovsagent_ovsdb_connected 0", `ovsagent_openflow_connected{bridge="br-int"} 0`,
+		`ovsagent_openflow_connected{bridge="br-tun"} 1`)
+	amqp.Store(true)
+	ovsdb.Store(true)
+	brInt.Store(true)
+	check("ovsagent_amqp_connected 1", "ovsagent_ovsdb_connected 1", `ovsagent_openflow_connected{bridge="br-int"} 1`)
+	var nilM *Metrics
+	nilM.WatchAMQP(amqp.Load) // records nothing, does not panic
 }

@@ -25,6 +25,18 @@ type gauge struct{ bits atomic.Uint64 }
 func (g *gauge) set(v float64) { g.bits.Store(math.Float64bits(v)) }
 func (g *gauge) get() float64  { return math.Float64frombits(g.bits.Load()) }
 
+// probe is a state read when scraped: 1 when up() says so, else 0.
+type probe struct{ up atomic.Pointer[func() bool] }
+
+func (p *probe) set(up func() bool) { p.up.Store(&up) }
+
+func (p *probe) get() float64 {
+	if f := p.up.Load(); f != nil && (*f)() {
+		return 1
+	}
+	return 0
+}
+
 // histogram counts observations per bucket (not cumulated: one atomic add
 // per observation); the last slot is the +Inf bucket. The exposition
 // cumulates them and takes the total as _count, so that _count always

@@ -315,7 +315,7 @@ func DecodePush(args []byte) (*Push, error) {
 //
 // It is kept as the dict's JSON object text, interned, and decoded when read: the agent
 // reads one key of one of them (a profile's migrating_to), and a decoded map per binding
-// cost ~0.5 KiB a port in the cache, where the text of a host's vif_details is one
+// is a map per port in the cache, where the text of a host's vif_details is one
 // string shared by all its ports. The zero value is an unset (null) dict.
 type MiscDict struct{ js string }
 

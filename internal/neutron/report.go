@@ -48,10 +48,10 @@ var DefaultInventoryDefaults = InventoryDefaults{AllocationRatio: 1.0, MinUnit: 
 type AgentConfigurations struct {
 	BridgeMappings                                    map[string]string `json:"bridge_mappings"`
 	ResourceProviderBandwidths                        map[string]any    `json:"resource_provider_bandwidths"`
-	ResourceProviderInventoryDefaults                 InventoryDefaults `json:"resource_provider_inventory_defaults"`
+	ResourceProviderInventoryDefaults                 any               `json:"resource_provider_inventory_defaults"` // nil: DefaultInventoryDefaults
 	ResourceProviderPacketProcessingWithoutDirection  map[string]any    `json:"resource_provider_packet_processing_without_direction"`
 	ResourceProviderPacketProcessingWithDirection     map[string]any    `json:"resource_provider_packet_processing_with_direction"`
-	ResourceProviderPacketProcessingInventoryDefaults InventoryDefaults `json:"resource_provider_packet_processing_inventory_defaults"`
+	ResourceProviderPacketProcessingInventoryDefaults any               `json:"resource_provider_packet_processing_inventory_defaults"` // nil: DefaultInventoryDefaults
 	ResourceProviderHypervisors                       map[string]string `json:"resource_provider_hypervisors"`
 	IntegrationBridge                                 string            `json:"integration_bridge"`
 	TunnelTypes                                       []string          `json:"tunnel_types"`
@@ -85,6 +85,14 @@ func (c AgentConfigurations) MarshalJSON() ([]byte, error) {
 	}
 	if p.ResourceProviderPacketProcessingWithDirection == nil {
 		p.ResourceProviderPacketProcessingWithDirection = map[string]any{}
+	}
+	// The inventory defaults are any: the options keep only the keys the
+	// operator wrote (config.InventoryDefaults), as the reference sends them.
+	if p.ResourceProviderInventoryDefaults == nil {
+		p.ResourceProviderInventoryDefaults = DefaultInventoryDefaults
+	}
+	if p.ResourceProviderPacketProcessingInventoryDefaults == nil {
+		p.ResourceProviderPacketProcessingInventoryDefaults = DefaultInventoryDefaults
 	}
 	if p.ResourceProviderHypervisors == nil {
 		p.ResourceProviderHypervisors = map[string]string{}

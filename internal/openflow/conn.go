@@ -10,11 +10,17 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // ErrNotConnected is returned by operations while the connection is down.
 var ErrNotConnected = errors.New("openflow: not connected")
+
+// ErrTimeout (wrapped, with ErrNotConnected) says the switch did not answer
+// within Options.RequestTimeout or through an inactivity probe; the session
+// was dropped and is being reconnected.
+var ErrTimeout = errors.New("openflow: switch not answering")
 
 // BundleError reports a rejected bundle: the switch discarded all of it.
 type BundleError struct {
@@ -22,6 +28,16 @@ type BundleError struct {
 	Flow  string // its rendered text
 	Cmd   Command
 	Err   *Error // the switch's error for that flow_mod (or the commit error)
+	// Rejected is every flow_mod the switch named in an error, in the
+	// order of the errors: OVS checks each flow_mod as it is added, so one
+	// bundle names all the malformed ones, not only the first.
+	Rejected []RejectedMod
+}
+
+// RejectedMod is a flow_mod of a bundle the switch answered with an error.
+type RejectedMod struct {
+	Index int
+	Err   *Error
 }
 
 func (e *BundleError) Error() string {
@@ -42,6 +58,19 @@ type Options struct {
 	// agent is late after an ovs-vswitchd restart is a second without flows
 	// (with 5 s, up to 5 s of it).
 	MaxBackoff time.Duration
+	// RequestTimeout bounds every request ([ovs] of_request_timeout): the
+	// wait for its reply, and each write of it the switch does not take. A
+	// request that times out drops the session (what the switch did with it
+	// is unknown; the reconnect, through OnReconnect, is how the agent reads
+	// the bridge again) and returns ErrTimeout. 0: no bound.
+	RequestTimeout time.Duration
+	// InactivityProbe ([ovs] of_inactivity_probe): once the session has been
+	// idle this long (no request out, nothing received) an echo request is
+	// sent, and with still nothing received as long again the switch is
+	// declared dead and the session reconnected, as OVS's rconn does. While a
+	// request is out, RequestTimeout bounds it instead: a switch committing a
+	// large bundle is silent but alive. 0: no probe.
+	InactivityProbe time.Duration
 }
 
 // Conn is one OpenFlow 1.3 connection to a bridge's management socket, with
@@ -61,15 +90,20 @@ type Conn struct {
 }
 
 type session struct {
-	c      net.Conn
-	wmu    sync.Mutex
-	w      *bufio.Writer
-	mu     sync.Mutex
-	calls  map[uint32]*call
-	ranges []*call
-	err    error
-	dead   chan struct{}
-	DPID   uint64
+	c       net.Conn
+	timeout time.Duration // Options.RequestTimeout
+	wmu     sync.Mutex
+	w       *bufio.Writer
+	// interrupted: a cancelled Bundle set the write deadline to now; the
+	// deadlineWriter must not push it back.
+	interrupted atomic.Bool
+	lastActive  atomic.Int64 // unix ns of the last message received (or of a request seen out)
+	mu          sync.Mutex
+	calls       map[uint32]*call
+	ranges      []*call
+	err         error
+	dead        chan struct{}
+	DPID        uint64
 }
 
 // call collects the replies for a request (or for a range of xids: a bundle).
@@ -137,18 +171,23 @@ func (c *Conn) connect(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("openflow: dial %s: %w", c.path, err)
 	}
-	s := &session{c: nc, w: bufio.NewWriterSize(nc, sessionBufSize), calls: map[uint32]*call{}, dead: make(chan struct{})}
+	s := &session{c: nc, timeout: c.opt.RequestTimeout, calls: map[uint32]*call{}, dead: make(chan struct{})}
+	s.w = bufio.NewWriterSize(deadlineWriter{s}, sessionBufSize)
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	} else {
-		_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+		_ = nc.SetDeadline(time.Now().Add(c.handshakeTimeout()))
 	}
 	if err := s.handshake(); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("openflow: %s: %w", c.path, err)
 	}
 	_ = nc.SetDeadline(time.Time{})
+	s.lastActive.Store(time.Now().UnixNano())
 	go s.readLoop()
+	if c.opt.InactivityProbe > 0 {
+		go s.probe(c.opt.InactivityProbe)
+	}
 	return s, nil
 }
 
@@ -230,10 +269,9 @@ func helloOffers13(msg []byte) bool {
 
 // sessionBufSize is each session's read and write buffer. Larger buffers
 // only save system calls on multi-megabyte bundles and dumps, and each
-// bridge's session holds both for the agent's lifetime (256 KiB each were
-// 1.5 MiB of the heap at 1,000 ports; 64 KiB each, 384 KiB for three
-// bridges). At 16 KiB a bundle of 56k flow_mods (~6 MB) takes ~370 writes
-// instead of ~90, well under a millisecond of system time; a message larger
+// bridge's session holds both for the agent's lifetime. At 16 KiB a bundle
+// of 56k flow_mods (~6 MB) takes ~370 writes instead of ~90 at 64 KiB, a
+// negligible cost next to ovs-vswitchd's work on it; a message larger
 // than the buffer (a 64 KiB flow-stats reply) is read straight into its own
 // slice and written straight from it, bypassing the buffer.
 const sessionBufSize = 16 << 10
@@ -247,6 +285,7 @@ func (s *session) readLoop() {
 		if err != nil {
 			break
 		}
+		s.lastActive.Store(time.Now().UnixNano())
 		xid := binary.BigEndian.Uint32(msg[4:])
 		switch msg[1] {
 		case TypeEchoRequest:
@@ -361,7 +400,7 @@ func (c *Conn) watch(s *session) {
 			return
 		case <-time.After(backoff):
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), c.handshakeTimeout())
 		ns, err := c.connect(ctx)
 		cancel()
 		if err == nil {
@@ -418,6 +457,23 @@ func (c *Conn) WaitConnected(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// Connected reports whether a session is up right now (for readiness and
+// the metrics: it neither waits nor dials).
+func (c *Conn) Connected() bool {
+	c.mu.Lock()
+	s, closed := c.sess, c.closed
+	c.mu.Unlock()
+	if s == nil || closed {
+		return false
+	}
+	select {
+	case <-s.dead:
+		return false
+	default:
+		return true
 	}
 }
 
@@ -481,17 +537,27 @@ func (s *session) send(msg []byte) error {
 }
 
 func (s *session) wait(ctx context.Context, cl *call) error {
+	var expired <-chan time.Time
+	if s.timeout > 0 {
+		t := time.NewTimer(s.timeout)
+		defer t.Stop()
+		expired = t.C
+	}
 	select {
 	case <-cl.done:
 	case <-ctx.Done():
 		s.unregister(cl)
 		return ctx.Err()
+	case <-expired:
+		err := fmt.Errorf("%w: no reply in %s (of_request_timeout)", ErrTimeout, s.timeout)
+		s.fail(err)
+		return fmt.Errorf("%w: %w", ErrNotConnected, err)
 	}
 	s.mu.Lock()
 	err, aborted := s.err, cl.aborted
 	s.mu.Unlock()
 	if aborted {
-		return fmt.Errorf("%w: %v", ErrNotConnected, err)
+		return fmt.Errorf("%w: %w", ErrNotConnected, err)
 	}
 	return nil
 }
@@ -508,7 +574,7 @@ func (c *Conn) Barrier(ctx context.Context) error {
 	}
 	if err := s.send(AppendSimple(nil, TypeBarrierRequest, xid, nil)); err != nil {
 		s.fail(err)
-		return fmt.Errorf("%w: %v", ErrNotConnected, err)
+		return fmt.Errorf("%w: %w", ErrNotConnected, err)
 	}
 	if err := s.wait(ctx, cl); err != nil {
 		return err
@@ -532,7 +598,7 @@ func (c *Conn) DumpFlows(ctx context.Context, table uint8, cookie, cookieMask ui
 	}
 	if err := s.send(AppendFlowStatsRequest(nil, xid, table, cookie, cookieMask)); err != nil {
 		s.fail(err)
-		return nil, fmt.Errorf("%w: %v", ErrNotConnected, err)
+		return nil, fmt.Errorf("%w: %w", ErrNotConnected, err)
 	}
 	if err := s.wait(ctx, cl); err != nil {
 		return nil, err
@@ -583,7 +649,10 @@ func (c *Conn) Bundle(ctx context.Context, mods []FlowMod) error {
 	// at its own pace (seconds when it is busy restoring every bridge). A
 	// cancelled ctx (the agent stopping) interrupts the writes; the session
 	// then dies with its half-sent bundle, which the switch discards.
-	stopInterrupt := context.AfterFunc(ctx, func() { _ = s.c.SetWriteDeadline(time.Now()) })
+	stopInterrupt := context.AfterFunc(ctx, func() {
+		s.interrupted.Store(true)
+		_ = s.c.SetWriteDeadline(time.Now())
+	})
 	buf := make([]byte, 0, 512)
 	buf = AppendBundleControl(buf, lo, bid, bundleOpenReq, flags)
 	_, werr := s.w.Write(buf)
@@ -612,7 +681,7 @@ func (c *Conn) Bundle(ctx context.Context, mods []FlowMod) error {
 	s.wmu.Unlock()
 	if werr != nil {
 		s.fail(werr)
-		return fmt.Errorf("%w: %v", ErrNotConnected, werr)
+		return fmt.Errorf("%w: %w", ErrNotConnected, werr)
 	}
 	if err := s.wait(ctx, stage1); err != nil {
 		// best effort: do not leave the bundle open on the switch
@@ -629,7 +698,7 @@ func (c *Conn) Bundle(ctx context.Context, mods []FlowMod) error {
 	}
 	if err := s.send(AppendBundleControl(nil, hi, bid, ctl, flags)); err != nil {
 		s.fail(err)
-		return fmt.Errorf("%w: %v", ErrNotConnected, err)
+		return fmt.Errorf("%w: %w", ErrNotConnected, err)
 	}
 	if err := s.wait(ctx, stage2); err != nil {
 		return err
@@ -647,11 +716,15 @@ func (c *Conn) Bundle(ctx context.Context, mods []FlowMod) error {
 		return fmt.Errorf("openflow: bundle commit: no reply")
 	}
 	// report the first error that names a flow_mod; else the commit error
+	be := &BundleError{Index: -1, Err: errs[0]}
 	for _, e := range errs {
 		if e.Xid > lo && e.Xid < barrier {
 			i := int(e.Xid - lo - 1)
-			return &BundleError{Index: i, Cmd: mods[i].Command, Flow: mods[i].Flow.String(), Err: e}
+			if be.Index < 0 {
+				be.Index, be.Cmd, be.Flow, be.Err = i, mods[i].Command, mods[i].Flow.String(), e
+			}
+			be.Rejected = append(be.Rejected, RejectedMod{Index: i, Err: e})
 		}
 	}
-	return &BundleError{Index: -1, Err: errs[0]}
+	return be
 }

@@ -175,3 +175,36 @@ func TestReconnectAfterVswitchdRestart(t *testing.T) {
 		t.Fatalf("%d flows after reconnect, want 5", n)
 	}
 }
+
+// TestConnectedFollowsTheSession: Connected (what the metrics export) is
+// false while ovs-vswitchd is down and true again once reconnected.
+func TestConnectedFollowsTheSession(t *testing.T) {
+	re := make(chan struct{}, 4)
+	o, _, c := testBridge(t, Options{OnReconnect: func() { re <- struct{}{} }, MaxBackoff: 200 * time.Millisecond})
+	if !c.Connected() {
+		t.Fatal("not connected after Dial")
+	}
+	if err := o.StopVswitchd(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); c.Connected(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("still connected with ovs-vswitchd killed")
+		}
+	}
+	if err := o.StartVswitchd(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-re:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no reconnect")
+	}
+	if !c.Connected() {
+		t.Fatal("not connected after the reconnect")
+	}
+	c.Close()
+	if c.Connected() {
+		t.Fatal("connected after Close")
+	}
+}

@@ -1,10 +1,3 @@
-// Package openflow is ovsagent's own OpenFlow 1.3 edge: typed flows (this
-// file), their wire codec with the Nicira/ONF extensions, their rendering in
-// the exact text of `ovs-ofctl -O OpenFlow13 dump-flows`, a connection per
-// bridge and a reconciler that applies each batch as one atomic bundle.
-//
-// The pure packages (pipeline, firewall) build values of these types and
-// nothing else; they never build flow strings.
 package openflow
 
 import (

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -17,8 +18,10 @@ type Switch interface {
 
 // Reconciler keeps one bridge's flows equal to the desired flows, grouped by
 // owner key ("base", "port:<id>", "net:<id>", ...). Each Apply sends one
-// atomic bundle; a rejected bundle leaves both the bridge and the cache as
-// they were, so the caller can simply retry.
+// atomic bundle; a failed bundle leaves both the bridge and the cache as
+// they were, so the caller can simply retry. When the switch rejects flows
+// of some owners, the others are applied without them and Apply returns an
+// OwnersRejectedError naming them (see isolate).
 //
 // Every flow is installed with the reconciler's cookie (its "round").
 // Restart without a gap: Adopt reads what the bridge holds (an earlier
@@ -26,7 +29,8 @@ type Switch interface {
 // replacing a still-wanted flow in place (ADD of the same
 // table/priority/match re-cookies it), never deleting and re-adding it; once
 // the agent is in sync, ApplyAndSweep also deletes, in the same bundle,
-// every flow no owner desires (stale rounds, foreign flows).
+// the flows no owner desires that SetSweepable allows (stale rounds; other
+// controllers' flows only where the caller says so).
 //
 // Memory: the reconciler is the one cache of a bridge's flows (56k flows on
 // br-int at 1,000 ports). It keeps each owner's flows in their wire form
@@ -43,6 +47,7 @@ type Reconciler struct {
 	slots    map[flowKey]slot       // entry -> who desires it, what the bridge holds
 	adopted  map[flowKey]*Flow      // what the bridge holds for the slots marked adopted; nil when none
 	reassert bool                   // slots were (re)read: re-send unchanged owners' flows that differ
+	sweep    func(*Flow) bool       // which undesired flows a sweep may delete; nil: every one
 	scratch  []byte                 // encoding buffer, reused (owners are stored exact-size)
 }
 
@@ -58,8 +63,8 @@ func keyOf(f *Flow) flowKey {
 }
 
 // slot is the state of one entry (16 bytes: there is one per flow, 56k at
-// 1,000 ports; the adopted Flow pointer it held before made it 24, and a
-// map entry 40 bytes instead of 32).
+// 1,000 ports; an adopted Flow pointer here would make it 24, so adopted
+// flows live in a map beside the slots).
 //
 // With wanted, flow idx of of is desired: held says the bridge holds it,
 // else, with adopted, the bridge holds r.adopted[key] instead (nothing
@@ -142,6 +147,15 @@ func (r *Reconciler) SetCookie(cookie uint64) {
 	r.mu.Unlock()
 }
 
+// SetSweepable decides which flows the bridge holds and no owner desires
+// ApplyAndSweep (and Resync) may delete: another controller's flows share
+// our bridges and are not ours to delete. nil: every such flow.
+func (r *Reconciler) SetSweepable(may func(*Flow) bool) {
+	r.mu.Lock()
+	r.sweep = may
+	r.mu.Unlock()
+}
+
 // Adopt reads every flow the bridge holds (ours, an earlier round's, a
 // foreign agent's) as the installed state. Nothing is deleted until
 // ApplyAndSweep; desired flows (if any) that the bridge lacks or holds
@@ -203,7 +217,9 @@ func (r *Reconciler) forgetInstalled() {
 }
 
 // Apply replaces the desired flows of each owner in changes and makes the
-// bridge match, in one bundle, without touching flows nobody desires.
+// bridge match, in one bundle, without touching flows nobody desires. An
+// *OwnersRejectedError says the switch rejected the named owners' flows and
+// everything else was applied.
 //
 // The reconciler keeps the flows in its own (wire) form: the caller's
 // slices are neither kept nor modified.
@@ -212,8 +228,9 @@ func (r *Reconciler) Apply(ctx context.Context, changes map[string][]Flow) error
 }
 
 // ApplyAndSweep is Apply plus, in the same bundle, the deletion of every
-// flow of the bridge that no owner desires: an earlier round's leftovers,
-// foreign flows (after Adopt). Call it when the desired state is complete.
+// flow of the bridge that no owner desires and SetSweepable allows: an
+// earlier round's leftovers, foreign flows (after Adopt). Call it when the
+// desired state is complete.
 func (r *Reconciler) ApplyAndSweep(ctx context.Context, changes map[string][]Flow) error {
 	return r.apply(ctx, changes, true)
 }
@@ -227,17 +244,61 @@ type plan struct {
 	given  map[*ownerFlows][]Flow
 	next   map[flowKey]slot
 	mods   []FlowMod
+	// spans names the owner of each run of mods (a mod's owner is the
+	// one of the last span starting at or before it; "" for strays): one
+	// entry per owner, not per mod, read only when the switch rejects a
+	// mod.
+	spans []modSpan
+}
+
+type modSpan struct {
+	start int
+	owner string
+}
+
+// add appends a mod made for owner.
+func (p *plan) add(owner string, m FlowMod) {
+	if n := len(p.spans); n == 0 || p.spans[n-1].owner != owner {
+		p.spans = append(p.spans, modSpan{start: len(p.mods), owner: owner})
+	}
+	p.mods = append(p.mods, m)
+}
+
+// ownerOf is the owner mod i was made for.
+func (p *plan) ownerOf(i int) string {
+	j := sort.Search(len(p.spans), func(j int) bool { return p.spans[j].start > i })
+	if j == 0 {
+		return ""
+	}
+	return p.spans[j-1].owner
 }
 
 // apply replaces the desired flows of each owner in changes (an empty or nil
 // list removes the owner) and makes the bridge match in one bundle. Owners
 // not in changes are untouched. Flow cookies are overwritten with the
-// reconciler's cookie.
+// reconciler's cookie. When the switch rejects flows of some owners, the
+// others are applied without them (isolate).
 func (r *Reconciler) apply(ctx context.Context, changes map[string][]Flow, sweep bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 
 	owners := sortedKeys(changes)
+	p := r.plan(changes, owners, sweep)
+	err := r.sw.Bundle(ctx, p.mods)
+	if err == nil {
+		r.commit(p)
+		return nil
+	}
+	var be *BundleError
+	if len(owners) == 0 || !errors.As(err, &be) {
+		return err // the connection failed, or no owner's change is to blame
+	}
+	return r.isolate(ctx, changes, owners, sweep, p, be)
+}
+
+// plan computes the bundle that applies changes for owners (a subset of
+// its keys, sorted).
+func (r *Reconciler) plan(changes map[string][]Flow, owners []string, sweep bool) *plan {
 	p := &plan{owners: make(map[string]*ownerFlows, len(owners)), given: make(map[*ownerFlows][]Flow, len(owners)), next: map[flowKey]slot{}}
 	for _, o := range owners {
 		fs := r.withCookie(changes[o])
@@ -247,7 +308,7 @@ func (r *Reconciler) apply(ctx context.Context, changes map[string][]Flow, sweep
 	r.planDesires(p, owners)
 	dels := r.planRemovals(p, owners)
 	if r.reassert {
-		r.planReassert(p, changes)
+		r.planReassert(p)
 	}
 	if sweep {
 		dels = append(dels, r.strays(p)...)
@@ -255,12 +316,7 @@ func (r *Reconciler) apply(ctx context.Context, changes map[string][]Flow, sweep
 	for _, k := range dels {
 		r.planDelete(p, k)
 	}
-
-	if err := r.sw.Bundle(ctx, p.mods); err != nil {
-		return err
-	}
-	r.commit(p)
-	return nil
+	return p
 }
 
 // withCookie returns fs with the reconciler's cookie on every flow: fs
@@ -317,14 +373,14 @@ func (r *Reconciler) install(p *plan, k flowKey, old slot, of *ownerFlows, i int
 	if have, same := r.held(k, old, of, i); !same {
 		switch {
 		case have == nil:
-			p.mods = append(p.mods, FlowMod{Command: CmdAdd, Flow: *want})
+			p.add(of.name, FlowMod{Command: CmdAdd, Flow: *want})
 		case sameContent(have, want):
 		case sameHeader(have, want):
 			// only the actions differ: modify in place, keeping counters
-			p.mods = append(p.mods, FlowMod{Command: CmdModifyStrict, Flow: *want})
+			p.add(of.name, FlowMod{Command: CmdModifyStrict, Flow: *want})
 		default:
 			// ADD replaces the entry atomically; OpenFlow 1.3 modify cannot change a cookie
-			p.mods = append(p.mods, FlowMod{Command: CmdAdd, Flow: *want})
+			p.add(of.name, FlowMod{Command: CmdAdd, Flow: *want})
 		}
 	}
 	return slot{of: of, idx: int32(i), wanted: true, held: true}
@@ -371,9 +427,9 @@ func (r *Reconciler) planRemovals(p *plan, owners []string) []flowKey {
 
 // planReassert re-sends the unchanged owners' flows the bridge does not
 // hold as desired (after Adopt or Reset).
-func (r *Reconciler) planReassert(p *plan, changes map[string][]Flow) {
+func (r *Reconciler) planReassert(p *plan) {
 	for _, o := range sortedKeys(r.owners) {
-		if _, changed := changes[o]; changed {
+		if _, changed := p.owners[o]; changed {
 			continue
 		}
 		of := r.owners[o]
@@ -390,11 +446,13 @@ func (r *Reconciler) planReassert(p *plan, changes map[string][]Flow) {
 }
 
 // strays lists, in a stable order, the entries the bridge holds that no
-// owner desires once this plan is done and that no other step deletes.
+// owner desires once this plan is done, that no other step deletes and
+// that the sweep may delete. Those it may not stay adopted: still held,
+// never re-sent.
 func (r *Reconciler) strays(p *plan) []flowKey {
 	var ks []flowKey
 	for k, s := range r.slots {
-		if _, touched := p.next[k]; !touched && !s.wanted && s.adopted {
+		if _, touched := p.next[k]; !touched && !s.wanted && s.adopted && (r.sweep == nil || r.sweep(r.adopted[k])) {
 			ks = append(ks, k)
 		}
 	}
@@ -406,13 +464,13 @@ func (r *Reconciler) strays(p *plan) []flowKey {
 // the slot.
 func (r *Reconciler) planDelete(p *plan, k flowKey) {
 	s := r.slotOf(p, k)
-	have := r.have(k, s)
+	have, owner := r.have(k, s), ""
 	if s.held {
 		f := s.of.flow(int(s.idx))
-		have = &f
+		have, owner = &f, s.of.name
 	}
 	if have != nil {
-		p.mods = append(p.mods, FlowMod{Command: CmdDeleteStrict,
+		p.add(owner, FlowMod{Command: CmdDeleteStrict,
 			Flow: Flow{Table: have.Table, Priority: have.Priority, Match: have.Match, rawMatch: have.rawMatch}})
 	}
 	p.next[k] = slot{}
@@ -528,4 +586,25 @@ func (r *Reconciler) Counts() map[uint8]int {
 		}
 	}
 	return c
+}
+
+// InstalledIn returns the installed flows of the tables keep accepts,
+// unsorted: a cheap look at a few tables of a bridge with tens of thousands
+// of flows (the start's check for state ovs-agent cannot rebuild).
+func (r *Reconciler) InstalledIn(keep func(table uint8) bool) []Flow {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Flow
+	for k, s := range r.slots {
+		if !s.installed() || !keep(r.table(k, s)) {
+			continue
+		}
+		switch {
+		case s.held:
+			out = append(out, s.of.flow(int(s.idx)))
+		case s.adopted:
+			out = append(out, *r.adopted[k])
+		}
+	}
+	return out
 }

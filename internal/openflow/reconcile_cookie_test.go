@@ -3,6 +3,7 @@ package openflow
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -110,5 +111,36 @@ func TestAdoptReassertsRestoredFlows(t *testing.T) {
 	}
 	if n := flagged(); n != 2 {
 		t.Fatalf("%d flows flagged reset_counts after the re-read, want 2", n)
+	}
+}
+
+// TestSweepOnlyWhatIsOurs: a sweep deletes only the undesired flows
+// SetSweepable allows; the others stay on the bridge, adopted, and a later
+// Resync (re-read and sweep) leaves them too.
+func TestSweepOnlyWhatIsOurs(t *testing.T) {
+	o, br, c := testBridge(t, Options{})
+	ctx := context.Background()
+	old := NewReconciler(c, 0xaaaa)
+	if err := old.Apply(ctx, map[string][]Flow{"port:1": portFlows(1, 3), "port:2": portFlows(2, 3)}); err != nil {
+		t.Fatal(err)
+	}
+	foreign := NewReconciler(c, 0x1234)
+	if err := foreign.Apply(ctx, map[string][]Flow{"theirs": portFlows(3, 2)}); err != nil {
+		t.Fatal(err)
+	}
+	nw := NewReconciler(c, 0xbbbb)
+	nw.SetSweepable(func(f *Flow) bool { return f.Cookie == 0xaaaa || f.Cookie == 0xbbbb })
+	if err := nw.Adopt(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := nw.ApplyAndSweep(ctx, map[string][]Flow{"port:1": portFlows(1, 3)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nw.Resync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dump := strings.Join(ofctlDump(t, o, br), "\n")
+	if strings.Contains(dump, "cookie=0xaaaa") || strings.Count(dump, "cookie=0xbbbb") != 3 || strings.Count(dump, "cookie=0x1234") != 2 {
+		t.Fatalf("after sweep and resync (want 3 of ours, 2 foreign):\n%s", dump)
 	}
 }

@@ -77,16 +77,16 @@ func TestReconcilerOwners(t *testing.T) {
 	if strings.Join(sorted(ours), "\n") != strings.Join(dump, "\n") {
 		t.Fatalf("Installed() != bridge:\n%v\n%v", ours, dump)
 	}
-	// a rejected bundle changes neither the bridge nor the cache
+	// a rejected owner changes neither the bridge nor the cache
 	bad := portFlows(5, 2)
 	bad[1].Actions = []Action{Opaque{Raw: []byte{0, 22, 0, 8, 0, 0, 0x10, 0x92}}} // group:4242
-	if err := r.Apply(ctx, map[string][]Flow{"port:c": bad, "port:a": nil}); err == nil {
+	if err := r.Apply(ctx, map[string][]Flow{"port:c": bad}); err == nil {
 		t.Fatal("bad bundle accepted")
 	}
 	if after := ofctlDump(t, o, br); strings.Join(after, "\n") != strings.Join(dump, "\n") {
 		t.Fatalf("bridge changed: %v", after)
 	}
-	if len(r.Installed()) != 4 || len(r.Desired("port:a")) != 2 {
+	if len(r.Installed()) != 4 || len(r.Desired("port:a")) != 2 || len(r.Desired("port:c")) != 0 {
 		t.Fatalf("cache changed by a failed bundle")
 	}
 	if err := r.Apply(ctx, map[string][]Flow{"port:c": portFlows(5, 1)}); err != nil {

@@ -20,7 +20,8 @@ import (
 // values take the reference defaults (see withDefaults).
 type Config struct {
 	URL TransportURL
-	// TLS enables amqps when non-nil.
+	// TLS enables amqps when non-nil. Its ServerName is ignored: each
+	// connection names the broker it dials.
 	TLS *tls.Config
 	// Host is CONF.host: the server queue of every topic is <topic>.<Host>.
 	Host string
@@ -367,18 +368,28 @@ func (t *Transport) retryDelay(attempt int) time.Duration {
 func (t *Transport) connect(attempt int) (*session, error) {
 	h := t.cfg.URL.Hosts[attempt%len(t.cfg.URL.Hosts)]
 	scheme := "amqp"
+	var tc *tls.Config
 	if t.cfg.TLS != nil {
 		scheme = "amqps"
+		// amqp091 fills an empty ServerName in the config it is given, so a
+		// shared config would check every broker against the first one's
+		// name: each connection gets a copy naming its own broker.
+		tc = t.cfg.TLS.Clone()
+		tc.ServerName = h.Host
 	}
-	uri := amqp.URI{Scheme: scheme, Host: h.Host, Port: h.Port, Username: h.User, Password: h.Password, Vhost: t.cfg.URL.VHost}
-	if uri.Username == "" {
-		uri.Username, uri.Password = "guest", "guest"
+	user, pass := h.User, h.Password
+	if user == "" {
+		user, pass = "guest", "guest"
 	}
+	// The credentials go to SASL, not into the URI amqp091 re-parses: a
+	// parse error there would quote the URI with the password.
+	uri := amqp.URI{Scheme: scheme, Host: h.Host, Port: h.Port, Username: "guest", Password: "guest", Vhost: t.cfg.URL.VHost}
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(fmt.Sprintf("ovsagent:%s:%d:%s", t.cfg.Host, os.Getpid(), t.id))
 	conn, err := amqp.DialConfig(uri.String(), amqp.Config{
+		SASL:            []amqp.Authentication{&amqp.PlainAuth{Username: user, Password: pass}},
 		Heartbeat:       t.cfg.HeartbeatTimeout,
-		TLSClientConfig: t.cfg.TLS,
+		TLSClientConfig: tc,
 		Properties:      props,
 		Locale:          "en_US",
 		Dial:            amqp.DefaultDial(10 * time.Second),

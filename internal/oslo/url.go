@@ -17,6 +17,10 @@ type TransportURL struct {
 	Hosts []Host
 	// VHost is the virtual host, already unescaped; "/" when the URL has no path.
 	VHost string
+	// Query holds the query parameters as oslo.messaging reads them (parse_qs:
+	// blank values dropped; a repeated name's values are joined with ","
+	// by the reader). The rabbit driver takes each one as the value of the
+	// [oslo_messaging_rabbit] option of that name.
 	Query url.Values
 }
 
@@ -28,10 +32,18 @@ type Host struct {
 	Password string
 }
 
-// ParseTransportURL parses rabbit://user:pass@h1:5672,user:pass@h2:5672/vhost?opts.
+// errCutPassword is returned for the shapes an unescaped '/', '?', '#' or
+// ',' in a password produces: the password would be read as a port, a
+// virtual host, a query or another broker, and printed as such.
+var errCutPassword = errors.New("'@' after the broker list, or brokers with different (or missing) user:password: " +
+	"a password containing '/', '?', '#', ',' or '%' must be percent-encoded (%2F, %3F, %23, %2C, %25)")
+
+// ParseTransportURL parses rabbit://user:pass@h1:5672,user:pass@h2:5672/vhost?opts
+// the way oslo.messaging does (urlparse, then the broker list split at ',' and
+// each broker at its last '@'), and refuses what would misread a password.
 //
-// net/url cannot parse the comma-separated host list, so the authority is split by
-// hand. Errors name the problem but never echo the password.
+// Errors never echo any part of the URL after the scheme: with an unescaped
+// special character in a password, any part can be a piece of it.
 func ParseTransportURL(s string) (TransportURL, error) {
 	var u TransportURL
 	s = strings.TrimSpace(s)
@@ -47,42 +59,55 @@ func ParseTransportURL(s string) (TransportURL, error) {
 	default:
 		return u, fmt.Errorf("transport_url: unsupported scheme %q (expected rabbit://)", scheme)
 	}
-	if i := strings.IndexByte(rest, '#'); i >= 0 {
-		rest = rest[:i]
+	// urlparse ends the broker list at the first '/', '?' or '#'. An '@' after
+	// that point is the rest of a password that contained one of them.
+	authority, after := rest, ""
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority, after = rest[:i], rest[i:]
 	}
-	var rawQuery string
-	if i := strings.IndexByte(rest, '?'); i >= 0 {
-		rest, rawQuery = rest[:i], rest[i+1:]
+	if strings.Contains(after, "@") {
+		return u, fmt.Errorf("transport_url: %w", errCutPassword)
 	}
-	authority, path, _ := strings.Cut(rest, "/")
-	q, err := url.ParseQuery(rawQuery)
-	if err != nil {
-		return u, fmt.Errorf("transport_url: bad query: %w", err)
+	if i := strings.IndexByte(after, '#'); i >= 0 {
+		after = after[:i]
 	}
-	u.Query = q
-	vhost, err := url.PathUnescape(path)
-	if err != nil {
-		return u, fmt.Errorf("transport_url: bad virtual host %q: %w", path, err)
+	path, rawQuery, _ := strings.Cut(after, "?")
+	u.Query = parseQuery(rawQuery)
+	u.VHost = "/"
+	if strings.HasPrefix(path, "/") && len(path) > 1 {
+		u.VHost = unquote(path[1:])
 	}
-	if vhost == "" {
-		vhost = "/"
-	}
-	u.VHost = vhost
 	if authority == "" {
 		return u, errors.New("transport_url: no host")
 	}
+	var creds []string // "user:pass" of each broker with an '@', as written
 	for i, part := range strings.Split(authority, ",") {
 		h, err := parseHost(part)
 		if err != nil {
 			return TransportURL{}, fmt.Errorf("transport_url: host %d: %w", i+1, err)
 		}
+		if at := strings.LastIndexByte(part, '@'); at >= 0 {
+			creds = append(creds, part[:at])
+		}
 		u.Hosts = append(u.Hosts, h)
+	}
+	// A ',' in a password splits it into brokers with different or missing
+	// credentials. The brokers of one transport_url are one RabbitMQ cluster,
+	// which shares its users: they must all carry the same user:password.
+	if len(creds) > 0 {
+		if len(creds) != len(u.Hosts) {
+			return TransportURL{}, fmt.Errorf("transport_url: %w", errCutPassword)
+		}
+		for _, c := range creds {
+			if c != creds[0] {
+				return TransportURL{}, fmt.Errorf("transport_url: %w", errCutPassword)
+			}
+		}
 	}
 	return u, nil
 }
 
-func parseHost(part string) (Host, error) {
-	var h Host
+func parseHost(part string) (h Host, err error) {
 	if part == "" {
 		return h, errors.New("empty host entry")
 	}
@@ -90,15 +115,10 @@ func parseHost(part string) (Host, error) {
 	if i := strings.LastIndexByte(part, '@'); i >= 0 {
 		userinfo := part[:i]
 		hostport = part[i+1:]
-		user, pass, hasPass := strings.Cut(userinfo, ":")
-		var err error
-		if h.User, err = url.PathUnescape(user); err != nil {
-			return h, errors.New("bad percent-encoding in user name")
-		}
-		if hasPass {
-			if h.Password, err = url.PathUnescape(pass); err != nil {
-				return h, errors.New("bad percent-encoding in password")
-			}
+		user, pass, found := strings.Cut(userinfo, ":")
+		h.User = unquote(user)
+		if found {
+			h.Password = unquote(pass)
 		}
 	}
 	if hostport == "" {
@@ -108,13 +128,13 @@ func parseHost(part string) (Host, error) {
 	if strings.HasPrefix(hostport, "[") {
 		end := strings.IndexByte(hostport, ']')
 		if end < 0 {
-			return h, fmt.Errorf("unterminated IPv6 literal in %q", hostport)
+			return h, errors.New("unterminated IPv6 literal")
 		}
 		name = hostport[1:end]
 		after := hostport[end+1:]
 		if after != "" {
 			if !strings.HasPrefix(after, ":") {
-				return h, fmt.Errorf("unexpected %q after IPv6 literal", after)
+				return h, errors.New("unexpected text after an IPv6 literal")
 			}
 			portStr = after[1:]
 		}
@@ -124,16 +144,77 @@ func parseHost(part string) (Host, error) {
 	if name == "" {
 		return h, errors.New("missing host name")
 	}
+	// Python takes any text; a broker is a DNS name or an IP address, and
+	// anything else here is more likely the end of a password.
+	if bracketed := strings.HasPrefix(hostport, "["); bracketed && !ipLiteral(name) || !bracketed && !hostName(name) {
+		return h, errors.New("not a host name or IP address")
+	}
 	h.Host = name
 	h.Port = DefaultPort
 	if portStr != "" {
+		// not echoed: "user:pass" with the "@host" missing reads as host:port
 		p, err := strconv.Atoi(portStr)
 		if err != nil || p < 1 || p > 65535 {
-			return h, fmt.Errorf("bad port %q on %s", portStr, name)
+			return h, errors.New("bad port (want 1-65535)")
 		}
 		h.Port = p
 	}
 	return h, nil
+}
+
+// ipLiteral is an IPv6 address, with a zone (fe80::1%eth0) or without.
+func ipLiteral(s string) bool {
+	addr, zone, hasZone := strings.Cut(s, "%")
+	return net.ParseIP(addr) != nil && (!hasZone || zone != "" && hostName(zone))
+}
+
+func hostName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// unquote is Python's urllib.parse.unquote, which oslo.messaging applies to
+// the user, the password and the virtual host: valid %XX sequences are
+// decoded, anything else (a lone '%') is kept as written.
+func unquote(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) && ishex(s[i+1]) && ishex(s[i+2]) {
+			v, _ := strconv.ParseUint(s[i+1:i+3], 16, 8)
+			b.WriteByte(byte(v))
+			i += 2
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func ishex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// parseQuery is Python's parse_qs with its defaults: fields split at '&',
+// '+' is a space, a field without '=' or with an empty value is dropped.
+func parseQuery(q string) url.Values {
+	out := url.Values{}
+	for _, f := range strings.Split(q, "&") {
+		name, value, found := strings.Cut(f, "=")
+		if !found || value == "" {
+			continue
+		}
+		name = unquote(strings.ReplaceAll(name, "+", " "))
+		out[name] = append(out[name], unquote(strings.ReplaceAll(value, "+", " ")))
+	}
+	return out
 }
 
 // Addr is host:port, bracketing IPv6 literals.

@@ -401,3 +401,18 @@ func (c *Client) System(ctx context.Context) (SystemInfo, error) {
 	}
 	return si, nil
 }
+
+// CountRows counts the rows of an OVSDB table the monitor does not follow
+// (QoS, Queue: state of the reference's QoS extension).
+func (c *Client) CountRows(ctx context.Context, table string) (int, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	res, err := c.transactRaw(ctx, []wire.Operation{{Op: wire.OpSelect, Table: table, Columns: []string{"_uuid"}}})
+	if err != nil {
+		return 0, fmt.Errorf("ovsdb: count %s rows: %w", table, err)
+	}
+	if len(res) != 1 {
+		return 0, fmt.Errorf("ovsdb: count %s rows: %d results", table, len(res))
+	}
+	return len(res[0].Rows), nil
+}

@@ -20,6 +20,16 @@
 // nothing. Ensure* wait until ovs-vswitchd has applied the change (next_cfg /
 // cur_cfg, as ovs-vsctl does), so ofports are known when they return, and
 // report ports ovs-vswitchd could not create as *FailedPortsError.
+//
+// The protocol is ours (package wire: a JSON-RPC 1.0 session, update
+// notifications handled in order on the reader goroutine, the server's echo
+// answered) and package vswitchd holds hand-written rows of the monitored
+// columns only, checked against vswitch.ovsschema by its test: the agent's
+// use is small (monitor a few tables, read the cache, send raw transactions)
+// and libovsdb brought a reflected model cache and a large dependency tree
+// for it (figures in bench/README.md). The cache applies one whole update,
+// or after a reconnect one whole database, under its lock, so a read never
+// sees a half-refilled cache.
 package ovsdb
 
 // vswitch.ovsschema is the schema of the OVS we target (3.1, schema 8.3.1),

@@ -528,3 +528,21 @@ func TestEnsureTunnelPortFailure(t *testing.T) {
 		}
 	}
 }
+
+// The reference's QoS extension leaves QoS and Queue rows; the start's
+// check for state ovs-agent cannot rebuild counts them.
+func TestCountRows(t *testing.T) {
+	o := ovstest.Start(t)
+	c := dial(t, o)
+	ctx := testCtx(t)
+	if n, err := c.CountRows(ctx, "QoS"); err != nil || n != 0 {
+		t.Fatalf("QoS rows = %d, %v; want 0", n, err)
+	}
+	vsctl(t, o, "--", "--id=@q", "create", "Queue", "other_config:max-rate=1000", "--", "create", "QoS", "type=linux-htb", "queues:0=@q")
+	if n, err := c.CountRows(ctx, "QoS"); err != nil || n != 1 {
+		t.Errorf("QoS rows = %d, %v; want 1", n, err)
+	}
+	if n, err := c.CountRows(ctx, "Queue"); err != nil || n != 1 {
+		t.Errorf("Queue rows = %d, %v; want 1", n, err)
+	}
+}

@@ -647,7 +647,7 @@ func timingMetrics(ctx context.Context, a *Agent) string {
 		if strings.HasPrefix(l, "#") {
 			continue
 		}
-		for _, m := range []string{"ovsagent_rpc_duration_seconds_", "ovsagent_bundle_apply_seconds_", "ovsagent_agent_batch_seconds_", "ovsagent_loop_duration_seconds_", "ovsagent_flows{"} {
+		for _, m := range []string{"ovsagent_rpc_duration_seconds_", "ovsagent_bundle_apply_seconds_", "ovsagent_port_wiring_stage_seconds_", "ovsagent_loop_duration_seconds_", "ovsagent_flows{"} {
 			if strings.HasPrefix(l, m) && (strings.Contains(l, "_sum") || strings.Contains(l, "_count") || strings.HasPrefix(l, "ovsagent_flows{")) {
 				out = append(out, strings.TrimPrefix(l, "ovsagent_"))
 			}

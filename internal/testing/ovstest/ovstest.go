@@ -118,6 +118,26 @@ func (o *OVS) StartVswitchd() error {
 // database and the bridges' configuration in place.
 func (o *OVS) StopVswitchd() error { return o.kill("ovs-vswitchd", syscall.SIGKILL) }
 
+// PauseVswitchd stops ovs-vswitchd with SIGSTOP: a hung switch that keeps
+// its sockets open and answers nothing. ResumeVswitchd (SIGCONT) undoes it;
+// Stop resumes it first, so a failing test does not leave it stopped.
+func (o *OVS) PauseVswitchd() error { return o.signal("ovs-vswitchd", syscall.SIGSTOP) }
+
+// ResumeVswitchd continues an ovs-vswitchd that PauseVswitchd stopped.
+func (o *OVS) ResumeVswitchd() error { return o.signal("ovs-vswitchd", syscall.SIGCONT) }
+
+// signal sends sig to daemon bin, checked by its recorded pid.
+func (o *OVS) signal(bin string, sig syscall.Signal) error {
+	pid, err := o.pid(bin)
+	if err != nil {
+		return fmt.Errorf("signal %s: %w", bin, err)
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		return fmt.Errorf("signal %s %d: %w", bin, pid, err)
+	}
+	return nil
+}
+
 // StopOvsdbServer kills ovsdb-server (SIGKILL); StartOvsdbServer restarts it on the same db.
 func (o *OVS) StopOvsdbServer() error { return o.kill("ovsdb-server", syscall.SIGKILL) }
 
@@ -237,6 +257,7 @@ func (o *OVS) kill(bin string, sig syscall.Signal) error {
 func (o *OVS) Stop() error {
 	var errs []string
 	if _, err := o.pid("ovs-vswitchd"); err == nil {
+		_ = o.signal("ovs-vswitchd", syscall.SIGCONT) // a paused one would not answer exit
 		_, _ = o.Appctl("exit", "--cleanup")
 		if err := o.kill("ovs-vswitchd", syscall.SIGTERM); err != nil {
 			errs = append(errs, err.Error())
