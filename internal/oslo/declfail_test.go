@@ -3,13 +3,17 @@ package oslo
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/ovsagent/ovsagent/internal/metrics"
 )
 
 // declObserver adds DeclareFailed to the test observer.
@@ -87,6 +91,30 @@ func TestDeclareConflictRetried(t *testing.T) {
 	if n := srv.Stats().DeclareFailures; n < 2 {
 		t.Fatalf("Stats().DeclareFailures = %d", n)
 	}
+	// Readiness, as run.go wires it.
+	m := metrics.New()
+	m.SetInSync(true)
+	ms, err := metrics.Listen("127.0.0.1:0", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms.Ready(srv.DeclareCheck)
+	mctx, stop := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() { _ = ms.Serve(mctx, nil); close(served) }()
+	defer func() { stop(); <-served }()
+	readyz := func() (int, string) {
+		resp, err := http.Get("http://" + ms.Addr() + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := readyz(); code != http.StatusServiceUnavailable || !strings.Contains(body, topic) {
+		t.Fatalf("/readyz during the conflict = %d %q, want 503 naming %s", code, body, topic)
+	}
 
 	if _, err := ch.QueueDelete(topic, false, false, false); err != nil {
 		t.Fatal(err)
@@ -94,6 +122,9 @@ func TestDeclareConflictRetried(t *testing.T) {
 	waitFor(t, "the declaration to succeed once the conflict is gone", 60*time.Second, func() bool {
 		return srv.DeclareCheck() == nil && srv.Connected()
 	})
+	if code, body := readyz(); code != http.StatusOK {
+		t.Fatalf("/readyz after the conflict = %d %q", code, body)
+	}
 	cli := newTransport(t, "neutron", "cli", func(c *Config) { c.URL.VHost = vh })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
