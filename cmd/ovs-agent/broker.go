@@ -22,6 +22,7 @@ func dialBroker(ctx context.Context, cfg *config.Config, oc oslo.Config) (*oslo.
 		return nil, err
 	}
 	oc.URL, oc.TLS = cfg.Default.Transport, tlsCfg
+	oc.Queues = cfg.RabbitQueues() // declared as oslo.messaging declares them
 	tr, err := oslo.Dial(ctx, oc)
 	if err != nil {
 		return nil, fmt.Errorf("transport_url %s: %w", cfg.Default.Transport.String(), err)

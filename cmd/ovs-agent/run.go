@@ -152,6 +152,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		ms.Ready(of.Check)
 		ms.Ready(metrics.Up("ovsdb", oc.Connected))
 		ms.Ready(metrics.Up("amqp", tr.Connected))
+		ms.Ready(tr.DeclareCheck)
 		go func() {
 			if err := ms.Serve(ctx, log); err != nil {
 				log.Error("metrics server", "err", err)
@@ -284,6 +285,7 @@ type observer struct {
 func (o observer) CallDone(method string, d time.Duration, err error) { o.m.ObserveRPC(method, d, err) }
 func (o observer) Dropped(topic, reason string)                       { o.m.IncMalformed(topic, reason) }
 func (o observer) Reconnected()                                       { o.onReconnect() }
+func (o observer) DeclareFailed(queue, reason string)                 { o.m.IncDeclareFailure(queue, reason) }
 
 // explainHandler serves GET /explain/<port-id> from the running agent
 // (mounted only with explain_endpoint).

@@ -134,6 +134,21 @@ type RabbitOptions struct {
 	// certificate, only when SSLCAFile is set (oslo.messaging); False by
 	// default, as in the reference's oslo.messaging 14.0.3+deb12u1.
 	SSLEnforceHostnameVerification bool
+
+	// Declarations, as oslo.messaging makes them (oslo.Queues says how).
+	DurableQueues          bool   // amqp_durable_queues
+	AutoDelete             bool   // amqp_auto_delete
+	HAQueues               bool   // rabbit_ha_queues
+	QuorumQueue            bool   // rabbit_quorum_queue
+	TransientQuorumQueue   bool   // rabbit_transient_quorum_queue
+	StreamFanout           bool   // rabbit_stream_fanout
+	QuorumDeliveryLimit    int    // rabbit_quorum_delivery_limit
+	QuorumMaxMemoryLength  int    // rabbit_quorum_max_memory_length (was rabbit_quroum_...)
+	QuorumMaxMemoryBytes   int    // rabbit_quorum_max_memory_bytes (was rabbit_quroum_...)
+	EnableCancelOnFailover bool   // enable_cancel_on_failover
+	UseQueueManager        bool   // use_queue_manager
+	Hostname               string // hostname, for the queue manager ("" = this host's name)
+	ProcessName            string // processname, for the queue manager ("" = program name)
 }
 
 // DefaultMetricsListen is metrics_listen's default. The port is outside

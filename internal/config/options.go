@@ -104,7 +104,6 @@ var optionTable = func() []OptionInfo {
 		logFmt                                 = "oslo.log formatting is " + notYet + "; ovs-agent writes its own line format"
 		logExt                                 = "used only by the log agent extension, which is refused (agent.extensions)"
 		ovsdbTLS                               = "TLS to OVSDB (ssl:) is " + notYet
-		quorum                                 = "quorum and stream queues, and the queue manager, are " + notYet + " (ovs-agent declares classic queues)"
 	)
 	return []OptionInfo{
 		// [DEFAULT], the part the agent reads (neutron's own, oslo.messaging's, oslo.log's).
@@ -244,20 +243,20 @@ var optionTable = func() []OptionInfo {
 		h(rabbit, "rabbit_interval_max", "30"),
 		h(rabbit, "rabbit_transient_queues_ttl", "1800"),
 		h(rabbit, "rabbit_qos_prefetch_count", "0"),
-		refBool(rabbit, "amqp_durable_queues", "durable queues are "+notYet),
-		refBool(rabbit, "amqp_auto_delete", "auto-delete queues and exchanges are "+notYet),
-		refBool(rabbit, "rabbit_ha_queues", "the x-ha-policy queue argument is "+notYet),
-		refBool(rabbit, "rabbit_quorum_queue", quorum),
-		refBool(rabbit, "rabbit_transient_quorum_queue", quorum),
-		refBool(rabbit, "rabbit_stream_fanout", quorum),
-		refBool(rabbit, "use_queue_manager", quorum),
-		ne(rabbit, "rabbit_quorum_delivery_limit", "0", "used only with quorum queues, which are refused"),
-		ne(rabbit, "rabbit_quorum_max_memory_length", "0", "used only with quorum queues, which are refused"),
-		ne(rabbit, "rabbit_quorum_max_memory_bytes", "0", "used only with quorum queues, which are refused"),
-		ne(rabbit, "rabbit_quroum_max_memory_length", "0", "the old misspelt name; used only with quorum queues, which are refused"),
-		ne(rabbit, "rabbit_quroum_max_memory_bytes", "0", "the old misspelt name; used only with quorum queues, which are refused"),
-		ne(rabbit, "hostname", "<hostname>", "used only by the queue manager, which is refused"),
-		ne(rabbit, "processname", "<program name>", "used only by the queue manager, which is refused"),
+		h(rabbit, "amqp_durable_queues", "False"),
+		h(rabbit, "amqp_auto_delete", "False"),
+		h(rabbit, "rabbit_ha_queues", "False"),
+		h(rabbit, "rabbit_quorum_queue", "False"),
+		h(rabbit, "rabbit_transient_quorum_queue", "False"),
+		h(rabbit, "rabbit_stream_fanout", "False"),
+		h(rabbit, "use_queue_manager", "False"),
+		h(rabbit, "rabbit_quorum_delivery_limit", "0"),
+		h(rabbit, "rabbit_quorum_max_memory_length", "0"),
+		h(rabbit, "rabbit_quorum_max_memory_bytes", "0"),
+		h(rabbit, "rabbit_quroum_max_memory_length", "0"),
+		h(rabbit, "rabbit_quroum_max_memory_bytes", "0"),
+		h(rabbit, "hostname", "<hostname>"),
+		h(rabbit, "processname", "<program name>"),
 		ne(rabbit, "kombu_reconnect_delay", "1.0", "ovs-agent reconnects after rabbit_retry_interval and rabbit_retry_backoff"),
 		ne(rabbit, "kombu_reconnect_splay", "0.0", "ovs-agent reconnects after rabbit_retry_interval and rabbit_retry_backoff"),
 		refEmpty(rabbit, "kombu_compression", "compressed messages are "+notYet, "gzip"),
@@ -265,7 +264,7 @@ var optionTable = func() []OptionInfo {
 		part(rabbit, "kombu_failover_strategy", "round-robin", "ovs-agent tries the brokers of transport_url in order (round-robin); shuffle is "+notYet, "shuffle", isOneOf("round-robin")),
 		part(rabbit, "rabbit_login_method", "AMQPLAIN", "ovs-agent logs in with user and password (PLAIN or AMQPLAIN, the same credentials); RABBIT-CR-DEMO is "+notYet, "RABBIT-CR-DEMO", isOneOf("AMQPLAIN", "PLAIN")),
 		ne(rabbit, "direct_mandatory_flag", "True", "ovs-agent replies with the mandatory flag and drops a reply nobody waits for"),
-		refBool(rabbit, "enable_cancel_on_failover", "x-cancel-on-ha-failover is "+notYet),
+		h(rabbit, "enable_cancel_on_failover", "False"),
 		ne(rabbit, "rpc_conn_pool_size", "30", noPool),
 		ne(rabbit, "conn_pool_min_size", "2", noPool),
 		ne(rabbit, "conn_pool_ttl", "1200", noPool),

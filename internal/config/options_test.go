@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/ovsagent/ovsagent/internal/oslo"
 )
 
 func tableIndex(t *testing.T) map[string]OptionInfo {
@@ -134,9 +136,11 @@ func TestRefusedExamples(t *testing.T) {
 		{"[ovs]\novsdb_connection = ssl:127.0.0.1:6640\n", "ovs.ovsdb_connection"},
 		// Refused as the reference refuses it: no bridge of bridge_mappings to hang on.
 		{"[ovs]\nresource_provider_bandwidths = br-phys:1000:1000\n", "ovs.resource_provider_bandwidths"},
-		{"[oslo_messaging_rabbit]\nrabbit_quorum_queue = true\n", "oslo_messaging_rabbit.rabbit_quorum_queue"},
 		{"[oslo_messaging_rabbit]\nrabbit_quorum_queue = maybe\n", "oslo_messaging_rabbit.rabbit_quorum_queue"},
-		{"[oslo_messaging_rabbit]\namqp_durable_queues = true\n", "oslo_messaging_rabbit.amqp_durable_queues"},
+		// Combinations oslo.messaging refuses at start.
+		{"[oslo_messaging_rabbit]\nrabbit_quorum_queue = true\nrabbit_ha_queues = true\n", "oslo_messaging_rabbit.rabbit_ha_queues"},
+		{"[oslo_messaging_rabbit]\nrabbit_transient_quorum_queue = true\nrabbit_stream_fanout = true\n", "oslo_messaging_rabbit.rabbit_stream_fanout"},
+		{"[oslo_messaging_rabbit]\nrabbit_qos_prefetch_count = 10\nrabbit_stream_fanout = true\n", "oslo_messaging_rabbit.rabbit_stream_fanout"},
 	}
 	for _, c := range cases {
 		_, err := load(t, base+c.body)
@@ -155,6 +159,9 @@ func TestRefusedExamples(t *testing.T) {
 		"[agent]\nexplicitly_egress_direct = True\n[securitygroup]\nfirewall_driver = noop\n",
 		"[agent]\nexplicitly_egress_direct = True\n[securitygroup]\nfirewall_driver = openvswitch\n",
 		"[oslo_messaging_rabbit]\nrabbit_login_method = PLAIN\nkombu_failover_strategy = round-robin\n",
+		// The messaging options kolla-style clouds turn on.
+		"[oslo_messaging_rabbit]\nrabbit_quorum_queue = true\nrabbit_transient_quorum_queue = true\nrabbit_stream_fanout = true\nrabbit_qos_prefetch_count = 10\nuse_queue_manager = true\n",
+		"[oslo_messaging_rabbit]\namqp_durable_queues = true\namqp_auto_delete = true\nrabbit_ha_queues = true\n",
 	} {
 		if _, err := load(t, base+body); err != nil {
 			t.Errorf("%q: %v", body, err)
@@ -195,5 +202,31 @@ func TestPermittedEthertypesAsReference(t *testing.T) {
 		if !strings.Contains(w, "permitted_ethertypes") {
 			t.Errorf("warning %q does not name the option", w)
 		}
+	}
+}
+
+// The declaration options reach oslo.Queues as oslo.messaging reads them; the
+// misspelt names of oslo.messaging < 14.2 still work and the new ones win.
+func TestRabbitQueueOptions(t *testing.T) {
+	c, err := load(t, base+"[oslo_messaging_rabbit]\nrabbit_quorum_queue = true\nrabbit_transient_quorum_queue = yes\n"+
+		"rabbit_stream_fanout = on\nrabbit_qos_prefetch_count = 10\nuse_queue_manager = 1\nhostname = node1\nprocessname = agent\n"+
+		"rabbit_quorum_delivery_limit = 5\nrabbit_quroum_max_memory_length = 7\nrabbit_quroum_max_memory_bytes = 9\n"+
+		"rabbit_quorum_max_memory_bytes = 11\namqp_durable_queues = true\namqp_auto_delete = true\nenable_cancel_on_failover = true\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.RabbitQueues()
+	want := oslo.Queues{Durable: true, AutoDelete: true, Quorum: true, TransientQuorum: true, StreamFanout: true,
+		QuorumDeliveryLimit: 5, QuorumMaxMemoryLength: 7, QuorumMaxMemoryBytes: 11, CancelOnFailover: true,
+		Prefetch: 10, UseQueueManager: true, Hostname: "node1", ProcessName: "agent"}
+	if got != want {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	c, err = load(t, base+"[oslo_messaging_rabbit]\nrabbit_ha_queues = true\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := c.RabbitQueues(); q != (oslo.Queues{HA: true}) {
+		t.Fatalf("got %+v", q)
 	}
 }

@@ -257,6 +257,23 @@ func Parse(raw *Raw) (*Config, error) {
 	}
 	p.boolean(rabbit, "ssl_enforce_hostname_verification", &r.SSLEnforceHostnameVerification)
 	p.integer(rabbit, "rabbit_qos_prefetch_count", &r.QOSPrefetchCount, 0, math.MaxInt)
+	p.boolean(rabbit, "amqp_durable_queues", &r.DurableQueues)
+	p.boolean(rabbit, "amqp_auto_delete", &r.AutoDelete)
+	p.boolean(rabbit, "rabbit_ha_queues", &r.HAQueues)
+	p.boolean(rabbit, "rabbit_quorum_queue", &r.QuorumQueue)
+	p.boolean(rabbit, "rabbit_transient_quorum_queue", &r.TransientQuorumQueue)
+	p.boolean(rabbit, "rabbit_stream_fanout", &r.StreamFanout)
+	p.boolean(rabbit, "enable_cancel_on_failover", &r.EnableCancelOnFailover)
+	p.boolean(rabbit, "use_queue_manager", &r.UseQueueManager)
+	// x-delivery-limit and x-max-in-memory-* are AMQP integers (at most 64 bits);
+	// the misspelt names are oslo's deprecated names, the new ones win.
+	p.integer(rabbit, "rabbit_quorum_delivery_limit", &r.QuorumDeliveryLimit, 0, math.MaxInt)
+	p.integer(rabbit, "rabbit_quroum_max_memory_length", &r.QuorumMaxMemoryLength, 0, math.MaxInt)
+	p.integer(rabbit, "rabbit_quorum_max_memory_length", &r.QuorumMaxMemoryLength, 0, math.MaxInt)
+	p.integer(rabbit, "rabbit_quroum_max_memory_bytes", &r.QuorumMaxMemoryBytes, 0, math.MaxInt)
+	p.integer(rabbit, "rabbit_quorum_max_memory_bytes", &r.QuorumMaxMemoryBytes, 0, math.MaxInt)
+	p.str(rabbit, "hostname", &r.Hostname)
+	p.str(rabbit, "processname", &r.ProcessName)
 
 	w := &c.OVSAgent
 	p.str(own, "metrics_listen", &w.MetricsListen)

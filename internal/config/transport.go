@@ -72,3 +72,17 @@ func (r *Raw) origin(section, key string) string {
 	}
 	return optName(section, key)
 }
+
+// RabbitQueues is how the agent declares its queues and exchanges
+// ([oslo_messaging_rabbit], as oslo.messaging reads it).
+func (c *Config) RabbitQueues() oslo.Queues {
+	r := &c.Rabbit
+	return oslo.Queues{
+		Durable: r.DurableQueues, AutoDelete: r.AutoDelete, HA: r.HAQueues,
+		Quorum: r.QuorumQueue, TransientQuorum: r.TransientQuorumQueue,
+		QuorumDeliveryLimit: r.QuorumDeliveryLimit, QuorumMaxMemoryLength: r.QuorumMaxMemoryLength,
+		QuorumMaxMemoryBytes: r.QuorumMaxMemoryBytes, StreamFanout: r.StreamFanout,
+		CancelOnFailover: r.EnableCancelOnFailover, Prefetch: r.QOSPrefetchCount,
+		UseQueueManager: r.UseQueueManager, Hostname: r.Hostname, ProcessName: r.ProcessName,
+	}
+}

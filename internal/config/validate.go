@@ -95,6 +95,15 @@ func (c *Config) Validate(hostAddrs HostAddrsFunc) error {
 			Reason: "must be >= DEFAULT.rpc_response_timeout " + secs(c.Default.RPCResponseTimeout.Seconds())}
 	}
 
+	if err := c.RabbitQueues().Validate(); err != nil {
+		// oslo.messaging refuses the same combinations when it starts.
+		opt := "oslo_messaging_rabbit.rabbit_stream_fanout"
+		if c.Rabbit.HAQueues && c.Rabbit.QuorumQueue {
+			opt = "oslo_messaging_rabbit.rabbit_ha_queues"
+		}
+		return &Error{Option: opt, Value: "True", Reason: err.Error()}
+	}
+
 	for _, tt := range c.Agent.TunnelTypes {
 		if !tunnelTypes[tt] {
 			return &Error{Option: "agent.tunnel_types", Value: strings.Join(c.Agent.TunnelTypes, ","),

@@ -38,6 +38,7 @@ type Metrics struct {
 	amqpUp         *vec[probe]
 	ovsdbUp        *vec[probe]
 	openflowUp     *vec[probe]
+	declFailures   *vec[counter]
 
 	// handlerErrors is promhttp's promhttp_metric_handler_errors_total,
 	// kept for whoever alerts on it: "encoding" counts scrapes whose
@@ -130,6 +131,8 @@ func New() *Metrics {
 	m.ovsdbUp = probeOne("ovsagent_ovsdb_connected", "1 while the OVSDB session (ovsdb_connection) is up, else 0.")
 	m.openflowUp = probeOne("ovsagent_openflow_connected", "1 while the OpenFlow connection to the bridge is up, else 0, by bridge.", "bridge")
 	fams = append(fams, buildInfoFamily(readBuildInfo()))
+	m.declFailures = counterMany("ovsagent_amqp_declare_failures_total",
+		"Queue and exchange declarations, bindings and consumers the broker refused (each retried), by queue and reason (the AMQP reply code, e.g. precondition_failed for arguments that differ from the existing queue's).", "queue", "reason")
 	m.handlerErrors = counterMany("promhttp_metric_handler_errors_total",
 		"Total number of internal errors encountered by the promhttp metric handler.", "cause")
 	m.handlerErrors.with("encoding", "")
@@ -259,6 +262,13 @@ func (m *Metrics) IncFirewallSkipped(kind, reason string) {
 func (m *Metrics) IncUpdateDeviceList() {
 	if m != nil {
 		m.updateDevCalls.inc()
+	}
+}
+
+// IncDeclareFailure counts a declaration the broker refused.
+func (m *Metrics) IncDeclareFailure(queue, reason string) {
+	if m != nil {
+		m.declFailures.with(queue, reason).inc()
 	}
 }
 

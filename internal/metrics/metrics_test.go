@@ -60,6 +60,8 @@ func TestServerHealthzAndMetrics(t *testing.T) {
 	m.IncResync("revived")
 	m.ObserveLoop(time.Millisecond)
 	m.IncMalformed("q-agent-notifier-tunnel-update", "not-json")
+	m.IncDeclareFailure("q-agent-notifier-port-update", "precondition_failed")
+	m.IncDeclareFailure("q-agent-notifier-port-update", "precondition_failed")
 
 	code, body := get(t, base+"/metrics")
 	if code != http.StatusOK {
@@ -75,6 +77,7 @@ func TestServerHealthzAndMetrics(t *testing.T) {
 		`ovsagent_resyncs_total{reason="revived"} 1`,
 		"ovsagent_loop_duration_seconds_count 1",
 		`ovsagent_malformed_messages_total{reason="not-json",topic="q-agent-notifier-tunnel-update"} 1`,
+		`ovsagent_amqp_declare_failures_total{queue="q-agent-notifier-port-update",reason="precondition_failed"} 2`,
 		"ovsagent_in_sync 0",
 		"go_goroutines",
 	} {
@@ -103,6 +106,7 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	m.ObserveRPC("x", time.Second, errors.New("e"))
 	m.SetFlows("br", map[uint8]int{1: 1})
 	m.SetInSync(true)
+	m.IncDeclareFailure("q", "r")
 	if m.InSync() {
 		t.Fatal("nil metrics claims in sync")
 	}

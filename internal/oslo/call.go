@@ -243,7 +243,7 @@ func (t *Transport) Cast(ctx context.Context, tgt Target, method string, args an
 		return err
 	}
 	if tgt.Fanout {
-		return t.publish(ctx, fanoutExchange(tgt.Topic), "", basePublishing(body))
+		return t.publish(ctx, t.fanoutExchange(tgt.Topic), "", basePublishing(body))
 	}
 	return t.publish(ctx, t.controlExchange(), routingKey(tgt), basePublishing(body))
 }
@@ -260,16 +260,19 @@ func (t *Transport) ensureReply(ctx context.Context) error {
 		}
 		err = t.declareReply(sess)
 		if err == nil {
+			t.mu.Lock()
+			if t.declErr != nil && t.declErr.Queue == t.replyQ {
+				t.declErr = nil
+			}
+			t.mu.Unlock()
 			return nil
 		}
 		if !sess.conn.IsClosed() {
-			return fmt.Errorf("oslo: declare reply queue %s: %w", t.replyQ, err)
+			// The next call declares it again.
+			t.declareFailed(sess, err)
+			return fmt.Errorf("oslo: reply queue %s: %w", t.replyQ, err)
 		}
 	}
-}
-
-func (t *Transport) transientArgs() amqp.Table {
-	return amqp.Table{"x-expires": int32(t.cfg.TransientQueuesTTL.Milliseconds())}
 }
 
 func (t *Transport) declareReply(sess *session) error {
@@ -282,17 +285,19 @@ func (t *Transport) declareReply(sess *session) error {
 	if err != nil {
 		return err
 	}
-	if _, err := ch.QueueDeclare(t.replyQ, false, false, false, false, t.transientArgs()); err != nil {
-		return fmt.Errorf("declare %s: %w", t.replyQ, err)
+	q := t.replyQueue()
+	if err := t.declareQueue(sess, &ch, q); err != nil {
+		_ = ch.Close()
+		return err
 	}
 	if err := ch.Qos(t.cfg.PrefetchCount, 0, false); err != nil {
 		_ = ch.Close()
 		return fmt.Errorf("basic.qos prefetch %d: %w", t.cfg.PrefetchCount, err)
 	}
-	dels, err := ch.Consume(t.replyQ, "", false, false, false, false, nil)
+	dels, err := ch.Consume(q.name, "", false, false, false, false, t.consumerArgs(q, nil))
 	if err != nil {
 		_ = ch.Close()
-		return fmt.Errorf("consume %s: %w", t.replyQ, err)
+		return &DeclareError{Queue: q.name, Op: "consume", Err: err}
 	}
 	if !t.spawn(func() {
 		for d := range dels {

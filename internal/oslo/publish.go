@@ -13,21 +13,12 @@ import (
 
 func newID() string { return strings.ReplaceAll(uuid.NewString(), "-", "") }
 
-// exchangeSpec is an exchange as the reference declares it (neutron: topic, not durable,
-// not auto-delete; <topic>_fanout: fanout, not durable, auto-delete).
+// exchangeSpec is an exchange as the reference declares it (see declare.go).
 type exchangeSpec struct {
 	name       string
 	kind       string
 	durable    bool
 	autoDelete bool
-}
-
-func (t *Transport) controlExchange() exchangeSpec {
-	return exchangeSpec{name: t.cfg.ControlExchange, kind: amqp.ExchangeTopic}
-}
-
-func fanoutExchange(topic string) exchangeSpec {
-	return exchangeSpec{name: topic + "_fanout", kind: amqp.ExchangeFanout, autoDelete: true}
 }
 
 // declareExchange declares ex on a channel. The broker closes the channel on a mismatch,

@@ -14,9 +14,14 @@ import (
 	"time"
 )
 
+var rmqNodeFound atomic.Value // string
+
 // rmqNode finds the local node rabbitmqctl must address (as ../shared/refenv/rmq.sh).
 func rmqNode(t testing.TB) string {
 	t.Helper()
+	if n, ok := rmqNodeFound.Load().(string); ok {
+		return n
+	}
 	host, _ := os.Hostname()
 	host, _, _ = strings.Cut(host, ".")
 	for _, n := range []string{"rabbit@localhost", "rabbit@" + host} {
@@ -24,6 +29,7 @@ func rmqNode(t testing.TB) string {
 		err := exec.CommandContext(ctx, "rabbitmqctl", "-n", n, "-q", "status").Run()
 		cancel()
 		if err == nil {
+			rmqNodeFound.Store(n)
 			return n
 		}
 	}

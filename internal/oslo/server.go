@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -41,13 +42,17 @@ type server struct {
 
 	mu  sync.Mutex
 	gen uint64 // session generation the consumers were declared on
+
+	streamNext atomic.Int64 // next stream offset to read; -1: "last"
 }
 
 // Serve starts an RPC server for topic the way oslo does: queues <topic> and
 // <topic>.<Host> bound to the control exchange, and <topic>_fanout_<uuid hex> (x-expires)
 // bound to the <topic>_fanout exchange. Messages are acked on receipt, then dispatched
 // in order per queue. The queues are redeclared, with the same names, on every reconnect.
-// When the broker is down Serve returns nil and the consumers start once it is back.
+// When the broker is down, or refuses a declaration (logged as an ERROR, counted, shown
+// by DeclareCheck), Serve returns nil and the consumers start once it is back or fixed.
+// Queue types, durability and names follow Config.Queues (declare.go).
 func (t *Transport) Serve(topic string, eps ...Endpoint) error {
 	if topic == "" {
 		return errors.New("oslo: serve: empty topic")
@@ -63,7 +68,8 @@ func (t *Transport) Serve(topic string, eps ...Endpoint) error {
 			return fmt.Errorf("oslo: serve %s: endpoint version: %w", topic, err)
 		}
 	}
-	s := &server{t: t, topic: topic, fanoutQ: topic + "_fanout_" + newID(), endpoints: eps}
+	s := &server{t: t, topic: topic, fanoutQ: t.fanoutQueueName(topic), endpoints: eps}
+	s.streamNext.Store(-1)
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -81,19 +87,12 @@ func (t *Transport) Serve(topic string, eps ...Endpoint) error {
 	if sess == nil {
 		return nil
 	}
-	if err := s.declare(sess); err != nil {
-		if sess.conn.IsClosed() {
-			return nil // the run loop declares it on the next connection
-		}
-		t.mu.Lock()
-		for i, o := range t.servers {
-			if o == s {
-				t.servers = append(t.servers[:i], t.servers[i+1:]...)
-				break
-			}
-		}
-		t.mu.Unlock()
-		return fmt.Errorf("oslo: serve %s: %w", topic, err)
+	if err := s.declare(sess); err != nil && !sess.conn.IsClosed() {
+		// A queue or exchange the broker refuses (e.g. declared by someone else with
+		// other arguments): logged, counted, and retried by the run loop on a new
+		// connection until it is fixed, as oslo's ensure() keeps retrying.
+		t.declareFailed(sess, err)
+		_ = sess.conn.Close()
 	}
 	return nil
 }
@@ -117,7 +116,7 @@ func (s *server) declare(sess *session) error {
 		return nil
 	}
 	t := s.t
-	ch, err := sess.conn.Channel()
+	ch, err := t.consumerChannel(sess)
 	if err != nil {
 		return err
 	}
@@ -127,36 +126,19 @@ func (s *server) declare(sess *session) error {
 			_ = ch.Close() // stops any consumer already started on it
 		}
 	}()
-	open := sess.conn.Channel
-	if ch, err = declareExchange(open, ch, t.controlExchange()); err != nil {
-		return fmt.Errorf("declare exchange %s: %w", t.cfg.ControlExchange, err)
+	queues := []queueSpec{
+		t.topicQueue(s.topic),
+		t.topicQueue(s.topic + "." + t.cfg.Host),
+		t.fanoutQueue(s.topic, s.fanoutQ),
 	}
-	if ch, err = declareExchange(open, ch, fanoutExchange(s.topic)); err != nil {
-		return fmt.Errorf("declare exchange %s_fanout: %w", s.topic, err)
-	}
-	queues := []struct {
-		name, key, exchange string
-		args                amqp.Table
-	}{
-		{s.topic, s.topic, t.cfg.ControlExchange, nil},
-		{s.topic + "." + t.cfg.Host, s.topic + "." + t.cfg.Host, t.cfg.ControlExchange, nil},
-		{s.fanoutQ, s.topic, s.topic + "_fanout", t.transientArgs()},
-	}
-	for _, q := range queues {
-		if _, err := ch.QueueDeclare(q.name, false, false, false, false, q.args); err != nil {
-			if !isInequivalentDurable(err) {
-				return fmt.Errorf("declare queue %s: %w", q.name, err)
+	open := func() (*amqp.Channel, error) { return t.consumerChannel(sess) }
+	for _, ex := range []exchangeSpec{t.controlExchange(), t.fanoutExchange(s.topic)} {
+		if ch, err = declareExchange(open, ch, ex); err != nil {
+			q := queues[0].name
+			if ex.kind == amqp.ExchangeFanout {
+				q = s.fanoutQ
 			}
-			// Someone declared it durable: use it as it is.
-			if ch, err = sess.conn.Channel(); err != nil {
-				return err
-			}
-			if _, err := ch.QueueDeclarePassive(q.name, true, false, false, false, q.args); err != nil {
-				return fmt.Errorf("declare queue %s: %w", q.name, err)
-			}
-		}
-		if err := ch.QueueBind(q.name, q.key, q.exchange, false, nil); err != nil {
-			return fmt.Errorf("bind queue %s to %s: %w", q.name, q.exchange, err)
+			return &DeclareError{Queue: q, Exchange: ex.name, Op: "declare exchange", Err: err}
 		}
 	}
 	// Per consumer (global=false), as oslo applies rabbit_qos_prefetch_count.
@@ -164,12 +146,21 @@ func (s *server) declare(sess *session) error {
 		return fmt.Errorf("basic.qos prefetch %d: %w", t.cfg.PrefetchCount, err)
 	}
 	for _, q := range queues {
-		dels, err := ch.Consume(q.name, "", false, false, false, false, nil)
-		if err != nil {
-			return fmt.Errorf("consume %s: %w", q.name, err)
+		if err := t.declareQueue(sess, &ch, q); err != nil {
+			return err
 		}
-		name := q.name
-		if !t.spawn(func() { s.consume(sess, name, dels) }) {
+	}
+	for _, q := range queues {
+		var offset any
+		if q.stream {
+			offset = s.streamOffset()
+		}
+		dels, err := ch.Consume(q.name, "", false, false, false, false, t.consumerArgs(q, offset))
+		if err != nil {
+			return &DeclareError{Queue: q.name, Op: "consume", Err: err}
+		}
+		q := q
+		if !t.spawn(func() { s.consume(sess, q, dels) }) {
 			return ErrClosed
 		}
 	}
@@ -178,13 +169,33 @@ func (s *server) declare(sess *session) error {
 	return nil
 }
 
-func (s *server) consume(sess *session, queue string, dels <-chan amqp.Delivery) {
+// streamOffset is where the stream fanout consumer starts: "last" at first, then after
+// the last message received (oslo's next_stream_offset), so a reconnect neither loses
+// nor repeats fanout messages.
+func (s *server) streamOffset() any {
+	if n := s.streamNext.Load(); n >= 0 {
+		return n
+	}
+	return "last"
+}
+
+func (s *server) consume(sess *session, q queueSpec, dels <-chan amqp.Delivery) {
 	for d := range dels {
+		if q.stream {
+			if off, ok := d.Headers["x-stream-offset"].(int64); ok {
+				s.streamNext.Store(off + 1)
+			}
+		}
 		// At-most-once, as oslo's RPC server: ack first, then dispatch.
 		_ = d.Ack(false)
-		s.handle(queue, d.Body)
+		s.handle(q.name, d.Body)
 	}
-	s.t.consumerGone(sess, queue)
+	if q.stream && s.t.ctx.Err() == nil && !sess.conn.IsClosed() {
+		// Cancelled by the broker (the stream was deleted): start again from the
+		// end, as oslo's reset_stream_offset.
+		s.streamNext.Store(-1)
+	}
+	s.t.consumerGone(sess, q.name)
 }
 
 func (s *server) handle(queue string, body []byte) {

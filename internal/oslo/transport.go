@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -68,6 +68,8 @@ type Config struct {
 	// MissingReplyQueueTimeout is how long a reply to a queue that does not exist is
 	// retried (kombu_missing_consumer_retry_timeout, 60s).
 	MissingReplyQueueTimeout time.Duration
+	// Queues shapes the declarations (queue types, durability, names) as oslo's options.
+	Queues Queues
 }
 
 // Observer lets internal/metrics count without this package importing Prometheus.
@@ -109,6 +111,14 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Queues.UseQueueManager {
+		if c.Queues.Hostname == "" {
+			c.Queues.Hostname, _ = os.Hostname()
+		}
+		if c.Queues.ProcessName == "" {
+			c.Queues.ProcessName = filepath.Base(os.Args[0])
+		}
+	}
 	if c.Observer == nil {
 		c.Observer = nopObserver{}
 	}
@@ -120,6 +130,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxReplySenders <= 0 {
 		c.MaxReplySenders = DefaultMaxReplySenders
+	}
+	if c.PrefetchCount <= 0 {
+		c.PrefetchCount = c.Queues.Prefetch // the same option, given to the declarations
 	}
 	if c.PrefetchCount <= 0 {
 		c.PrefetchCount = DefaultPrefetchCount
@@ -149,6 +162,8 @@ type Stats struct {
 	CallErrors uint64
 	// Dropped counts dropped received messages by reason (Reason* constants).
 	Dropped map[string]uint64
+	// DeclareFailures counts declares, binds and consumes the broker refused.
+	DeclareFailures uint64
 }
 
 // Transport is one process's connection to the broker: publishers, the reply queue and
@@ -163,6 +178,7 @@ type Transport struct {
 	wg   sync.WaitGroup
 
 	replyQ string
+	qm     *queueManager // nil without use_queue_manager
 
 	mu          sync.Mutex
 	sess        *session
@@ -175,6 +191,7 @@ type Transport struct {
 	timeouts    map[string]time.Duration
 	stats       Stats
 	closed      bool
+	declErr     *DeclareError // the last declaration failure, until declareAll succeeds
 
 	replyDedup dedup
 
@@ -211,18 +228,25 @@ func Dial(ctx context.Context, cfg Config) (*Transport, error) {
 	if len(cfg.URL.Hosts) == 0 {
 		return nil, fmt.Errorf("oslo: dial: transport_url has no host")
 	}
+	if err := cfg.Queues.Validate(); err != nil {
+		return nil, fmt.Errorf("oslo: dial: %w", err)
+	}
 	t := &Transport{
 		cfg:      cfg,
 		log:      cfg.Logger.With("component", "oslo"),
 		obs:      cfg.Observer,
 		id:       newID()[:8],
-		replyQ:   "reply_" + newID(),
 		up:       make(chan struct{}),
 		waiters:  make(map[string]*waiter),
 		timeouts: make(map[string]time.Duration),
 		stats:    Stats{Dropped: make(map[string]uint64)},
 	}
 	t.initBounds()
+	if cfg.Queues.UseQueueManager {
+		t.qm = &queueManager{host: cfg.Queues.Hostname, proc: cfg.Queues.ProcessName}
+	}
+	// oslo's RabbitDriver names the reply queue reply_<queue manager name> or reply_<uuid>.
+	t.replyQ = "reply_" + t.unique()
 	t.ctx, t.stop = context.WithCancel(context.WithoutCancel(ctx))
 	first := make(chan error, 1)
 	t.wg.Add(1)
@@ -327,10 +351,13 @@ func (t *Transport) run(first chan<- error) {
 		servers, wantReply, callbacks := t.activate(sess)
 		if err := t.declareAll(sess, servers, wantReply); err != nil {
 			setupFailures++
-			t.log.Warn("oslo: declaring consumers failed, reconnecting", "err", err, "retry_in", t.retryDelay(setupFailures))
+			t.declareFailed(sess, err)
 			_ = sess.conn.Close()
 		} else {
 			setupFailures = 0
+			t.mu.Lock()
+			t.declErr = nil
+			t.mu.Unlock()
 			t.log.Info("oslo: connected", "url", t.cfg.URL.String(), "reply_queue", t.replyQ, "reconnect", hadSession)
 			if hadSession {
 				t.mu.Lock()
@@ -579,12 +606,6 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-// isInequivalentDurable recognises the broker refusing a redeclare with other durability.
-func isInequivalentDurable(err error) bool {
-	e, ok := err.(*amqp.Error)
-	return ok && e.Code == amqp.PreconditionFailed && strings.Contains(e.Reason, "inequivalent arg 'durable'")
 }
 
 // dedup remembers the last 16 _unique_id values, like oslo's _MsgIdCache.
