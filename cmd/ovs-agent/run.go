@@ -29,6 +29,8 @@ import (
 // (SIGTERM/SIGINT). The dataplane is left as it is on return.
 func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	m := metrics.New()
+	go watchdog(ctx, log)
+	ready := &readyOnce{log: log}
 	var a atomic.Pointer[agent.Agent]
 
 	// OVSDB first: a missing mapped bridge stops the agent before anything
@@ -124,11 +126,16 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		}
 		reporter.Synced = ag.InSync
 		reporter.OnReport = func(res string, err error) {
+			if err == nil {
+				ready.ready()
+			}
 			if err == nil && res == neutron.ReportRevived {
 				ag.Notify(agent.Resync{Reason: "revived"})
 			}
 		}
 		go reporter.Run(ctx)
+	} else {
+		ready.ready() // no state report to wait for
 	}
 
 	if cfg.OVSAgent.MetricsListen != "" {

@@ -19,7 +19,7 @@ import (
 const brokerURL = "amqp://guest:guest@127.0.0.1:5672/"
 
 var (
-	warnLine   = regexp.MustCompile(`level=(WARN|ERROR)`)
+	warnLine   = regexp.MustCompile(`^\S+ \S+ \d+ (WARNING|ERROR) `) // oslo.log's line
 	reasonAttr = regexp.MustCompile(`reason=(\S+)`)
 )
 
@@ -596,7 +596,7 @@ func TestReliabPlugUnplugChurn(t *testing.T) {
 	if strings.Contains(agent.Log(), "panic") {
 		t.Errorf("panic in the agent log")
 	}
-	if c := len(logLines(agent, regexp.MustCompile(`level=ERROR`))); c > 0 {
-		t.Logf("%d ERROR lines in the agent log: %v", c, firstN(logLines(agent, regexp.MustCompile(`level=ERROR`)), 5))
+	if c := len(logLines(agent, regexp.MustCompile(`^\S+ \S+ \d+ ERROR `))); c > 0 {
+		t.Logf("%d ERROR lines in the agent log: %v", c, firstN(logLines(agent, regexp.MustCompile(`^\S+ \S+ \d+ ERROR `)), 5))
 	}
 }
