@@ -296,10 +296,11 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	applyMemoryLimit(cfg, log)
 	if err := run(ctx, cfg, log); err != nil && ctx.Err() == nil {
 		log.Error("agent stopped", "err", err)
-		if logPath(cfg) != "" || cfg.Default.UseJournal {
+		if !cfg.Default.UseStderr {
 			// What only the running agent can find wrong (a mapped bridge that does
 			// not exist, an unreadable CA file) is a configuration error too: one
-			// line on stderr, as for the errors Load reports.
+			// line on stderr, as for the errors Load reports (unless the log
+			// line just went there).
 			fmt.Fprintln(stderr, "ovs-agent:", err)
 		}
 		return 1

@@ -45,9 +45,9 @@ type readyOnce struct {
 	log  *slog.Logger
 }
 
-func (r *readyOnce) ready() {
+func (r *readyOnce) ready(status string) {
 	r.once.Do(func() {
-		sent, err := sdNotify("READY=1\nSTATUS=reporting to neutron-server")
+		sent, err := sdNotify("READY=1\nSTATUS=" + status)
 		switch {
 		case err != nil:
 			r.log.Warn("systemd: READY=1 not sent", "err", err)

@@ -15,8 +15,8 @@ func TestReadyNotify(t *testing.T) {
 	c, path := listenUnixgram(t)
 	t.Setenv("NOTIFY_SOCKET", path)
 	r := &readyOnce{log: slog.New(slog.NewTextHandler(os.Stderr, nil))}
-	r.ready()
-	r.ready()
+	r.ready("reporting to neutron-server")
+	r.ready("again")
 	if got := readDatagram(t, c); got != "READY=1\nSTATUS=reporting to neutron-server" {
 		t.Fatalf("notify datagram: %q", got)
 	}

@@ -127,7 +127,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		reporter.Synced = ag.InSync
 		reporter.OnReport = func(res string, err error) {
 			if err == nil {
-				ready.ready()
+				ready.ready("reporting to neutron-server")
 			}
 			if err == nil && res == neutron.ReportRevived {
 				ag.Notify(agent.Resync{Reason: "revived"})
@@ -135,7 +135,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		}
 		go reporter.Run(ctx)
 	} else {
-		ready.ready() // no state report to wait for
+		ready.ready("running (report_interval = 0: no state reports)")
 	}
 
 	if cfg.OVSAgent.MetricsListen != "" {
