@@ -270,7 +270,10 @@ func TestReliabConfigErrors(t *testing.T) {
 		{name: "quorum queues refused", cfg: AgentConfig{Set: set("oslo_messaging_rabbit", "rabbit_quorum_queue", "true")}, option: "rabbit_quorum_queue", value: "true"},
 		{name: "quorum queues not a bool", cfg: AgentConfig{Set: set("oslo_messaging_rabbit", "rabbit_quorum_queue", "maybe")}, option: "rabbit_quorum_queue", value: "maybe"},
 		{name: "durable queues refused", cfg: AgentConfig{Set: set("oslo_messaging_rabbit", "amqp_durable_queues", "True")}, option: "amqp_durable_queues", value: "True"},
-		{name: "syslog refused", cfg: AgentConfig{Set: set("DEFAULT", "use_syslog", "True")}, option: "use_syslog", value: "True"},
+		{name: "log_config_append refused", cfg: AgentConfig{Set: set("DEFAULT", "log_config_append", "/etc/neutron/logging.conf")}, option: "log_config_append", value: "/etc/neutron/logging.conf"},
+		{name: "bad syslog facility", cfg: AgentConfig{Set: map[string]map[string]string{"DEFAULT": {"use_syslog": "True", "syslog_log_facility": "LOG_E2E"}}}, option: "syslog_log_facility", value: "LOG_E2E"},
+		// oslo.config substitution: a lone "$" names another option; none is called "hunter2x".
+		{name: "transport_url lone $", cfg: AgentConfig{TransportURL: "rabbit://guest:pa$hunter2x@127.0.0.1:5672/"}, option: "transport_url", value: "$$", notInLine: "hunter2x"},
 		{name: "ssl CA file missing", cfg: AgentConfig{Set: map[string]map[string]string{"oslo_messaging_rabbit": {"ssl": "True", "ssl_ca_file": "/nonexistent/e2e-ca.pem"}}}, option: "ssl_ca_file", value: "/nonexistent/e2e-ca.pem"},
 	}
 	before, err := ovsState(e.Ctx, e.OVS)
