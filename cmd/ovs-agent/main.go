@@ -13,15 +13,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/ovsagent/ovsagent/internal/config"
@@ -45,27 +43,67 @@ func (f sourceFlag) Set(v string) error {
 }
 
 type cliOptions struct {
-	sources   []config.Source
-	args      []string // positional arguments
-	logFile   string
-	logFormat string
-	debug     bool
+	sources []config.Source
+	args    []string // positional arguments
+	// overrides are oslo.log's command-line options, in command-line order
+	// (the last one wins, as with argparse).
+	overrides []config.Value
+	version   bool
+}
+
+// loadOptions are config.Load's options for the command line.
+func (o *cliOptions) loadOptions() config.Options {
+	return config.Options{CommandLine: o.overrides}
 }
 
 // defaultConfigFiles are oslo.config's default search for project neutron,
 // used only when no --config-file/--config-dir is given.
 var defaultConfigFiles = []string{"/etc/neutron/neutron.conf", "/etc/neutron/plugins/ml2/openvswitch_agent.ini"}
 
+// optFlag sets a [DEFAULT] option from the command line.
+type optFlag struct {
+	o     *cliOptions
+	key   string
+	value string // for a boolean flag: the value it sets ("True"/"False")
+}
+
+func (f optFlag) String() string { return "" }
+func (f optFlag) IsBoolFlag() bool {
+	return f.value != ""
+}
+func (f optFlag) Set(v string) error {
+	if f.value != "" { // --use-syslog, --nouse-syslog, also --use-syslog=false
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return err
+		}
+		v = f.value
+		if !b {
+			v = map[string]string{"True": "False", "False": "True"}[f.value]
+		}
+	}
+	f.o.overrides = append(f.o.overrides, config.Value{Section: "DEFAULT", Key: f.key, Value: v})
+	return nil
+}
+
+const usageText = `usage: ovs-agent [--config-file FILE]... [--config-dir DIR]... [options]
+       ovs-agent check-config [--config-file FILE]...    validate the configuration, print "configuration OK"
+       ovs-agent explain [--config-file FILE]... PORT-ID how a port is wired, and why (read-only)
+       ovs-agent takeover --dry-run [--config-file FILE]... what a start would keep, replace and remove (read-only)
+       ovs-agent --version
+
+ovs-agent is a drop-in replacement for neutron-openvswitch-agent: it reads the
+same files and takes the same oslo.config and oslo.log options.
+
+options:
+`
+
 func parseFlags(name string, args []string, stderr io.Writer) (*cliOptions, error) {
 	o := &cliOptions{}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Var(sourceFlag{&o.sources, false}, "config-file", "configuration file (repeatable; later files win)")
-	fs.Var(sourceFlag{&o.sources, true}, "config-dir", "directory of *.conf files read in lexical order (repeatable)")
-	fs.StringVar(&o.logFile, "log-file", "", "log to this file instead of stderr")
-	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json (ovsagent addition)")
-	fs.BoolVar(&o.debug, "debug", false, "log at debug level")
-	fs.BoolVar(&o.debug, "d", false, "shorthand for --debug")
+	fs.Usage = func() { fmt.Fprintf(stderr, "run %s --help for the options\n", name) }
+	defineFlags(fs, o)
 	// positional arguments may come before, between or after the flags
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -77,9 +115,6 @@ func parseFlags(name string, args []string, stderr io.Writer) (*cliOptions, erro
 		o.args = append(o.args, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-	if o.logFormat != "text" && o.logFormat != "json" {
-		return nil, fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
-	}
 	if len(o.sources) == 0 {
 		for _, f := range defaultConfigFiles {
 			if _, err := os.Stat(f); err == nil {
@@ -90,7 +125,86 @@ func parseFlags(name string, args []string, stderr io.Writer) (*cliOptions, erro
 	return o, nil
 }
 
+func defineFlags(fs *flag.FlagSet, o *cliOptions) {
+	fs.Var(sourceFlag{&o.sources, false}, "config-file", "configuration file (repeatable; later files win)")
+	fs.Var(sourceFlag{&o.sources, true}, "config-dir", "directory of *.conf files read in lexical order (repeatable)")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	// oslo.log's command-line options (oslo_log/_options.py), with the
+	// deprecated spellings it still takes and argparse's --noX for booleans.
+	for _, f := range []struct{ names, key, help string }{
+		{"log-file logfile", "log_file", "log to this file (under --log-dir when relative)"},
+		{"log-dir logdir", "log_dir", "log directory; alone, the file is <log-dir>/<program>.log"},
+		{"syslog-log-facility", "syslog_log_facility", "syslog facility (LOG_USER)"},
+		{"log-config-append log-config", "log_config_append", "a Python logging configuration (refused: not supported)"},
+		{"log-date-format", "log_date_format", "date format of the log lines (refused: not supported)"},
+	} {
+		for _, n := range strings.Fields(f.names) {
+			fs.Var(optFlag{o: o, key: f.key}, n, f.help)
+		}
+	}
+	for _, f := range []struct{ name, key, help string }{
+		{"debug", "debug", "log at debug level"},
+		{"d", "debug", "shorthand for --debug"},
+		{"use-syslog", "use_syslog", "log to syslog too"},
+		{"use-journal", "use_journal", "log to the journal (native protocol)"},
+		{"use-json", "use_json", "log lines as JSON"},
+		{"watch-log-file", "watch_log_file", "reopen the log file when it moves (refused: SIGHUP reopens it)"},
+	} {
+		fs.Var(optFlag{o: o, key: f.key, value: "True"}, f.name, f.help)
+		if f.name != "d" {
+			fs.Var(optFlag{o: o, key: f.key, value: "False"}, "no"+f.name, "unset --"+f.name)
+		}
+	}
+	fs.Func("log-format", "text or json (ovsagent's older spelling of --use-json)", func(v string) error {
+		switch v {
+		case "text", "json":
+			o.overrides = append(o.overrides, config.Value{Section: "DEFAULT", Key: "use_json", Value: map[string]string{"text": "False", "json": "True"}[v]})
+			return nil
+		}
+		return fmt.Errorf("must be text or json, not %q", v)
+	})
+}
+
+// printUsage prints --help: the subcommands, then every option.
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, usageText)
+	fs := flag.NewFlagSet("ovs-agent", flag.ContinueOnError)
+	defineFlags(fs, &cliOptions{})
+	fs.VisitAll(func(f *flag.Flag) {
+		dash, arg := "--", " VALUE"
+		if len(f.Name) == 1 {
+			dash = "-"
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			arg = ""
+		}
+		fmt.Fprintf(w, "  %s%s%s\n        %s\n", dash, f.Name, arg, f.Usage)
+	})
+}
+
+// wantsHelp reports whether args ask for --help (before a "--").
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
 func realMain(args []string, stdout, stderr io.Writer) int {
+	// SIGTERM and SIGINT are caught from the very start: a stop asked for
+	// while the configuration is read, the bridges are set up or the broker
+	// is awaited is a clean stop (exit 0), never a kill by the default action.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if wantsHelp(args) {
+		printUsage(stdout)
+		return 0
+	}
 	if len(args) > 0 && args[0] == "explain" {
 		o, err := parseFlags("ovs-agent explain", args[1:], stderr)
 		if err == nil && len(o.args) != 1 {
@@ -100,19 +214,17 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return 2
 		}
-		cfg, err := config.Load(o.sources, config.Options{})
+		cfg, err := config.Load(o.sources, o.loadOptions())
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
-		log, closeLog, err := newLogger(o, cfg, stderr)
+		log, closeLog, err := newLogger(cfg, stderr, stderr)
 		if err != nil {
 			fmt.Fprintln(stderr, "ovs-agent:", err)
 			return 1
 		}
 		defer closeLog()
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-		defer stop()
 		if err := explain(ctx, cfg, log, o.args[0], stdout); err != nil {
 			fmt.Fprintln(stderr, "ovs-agent explain:", err)
 			return 1
@@ -120,6 +232,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if len(args) > 0 && args[0] == "takeover" {
+		stop() // takeover --dry-run only reads: the default actions end it
 		return takeoverMain(args[1:], stdout, stderr)
 	}
 	if len(args) > 0 && args[0] == "check-config" {
@@ -131,7 +244,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return 2
 		}
-		cfg, err := config.Load(o.sources, config.Options{})
+		cfg, err := config.Load(o.sources, o.loadOptions())
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
@@ -145,30 +258,29 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 
 	o, err := parseFlags("ovs-agent", args, stderr)
 	if err == nil && len(o.args) > 0 {
-		err = fmt.Errorf("unexpected argument %q (subcommands: check-config, explain)", o.args[0])
+		err = fmt.Errorf("unexpected argument %q (subcommands: check-config, explain, takeover; see --help)", o.args[0])
 	}
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
 		fmt.Fprintln(stderr, "ovs-agent:", err)
 		return 2
 	}
-	cfg, err := config.Load(o.sources, config.Options{})
+	if o.version {
+		fmt.Fprintln(stdout, versionString())
+		return 0
+	}
+	cfg, err := config.Load(o.sources, o.loadOptions())
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	stopMemProfiling(cfg)
-	log, closeLog, err := newLogger(o, cfg, stderr)
+	log, closeLog, err := newLogger(cfg, stdout, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "ovs-agent:", err)
 		return 1
 	}
 	defer closeLog()
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	// SIGHUP must not kill the agent (its default action): reopen the log
 	// file instead, for logrotate.
 	hup := make(chan os.Signal, 1)
@@ -183,98 +295,23 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}()
-	log.Info("starting", "host", cfg.Default.Host, "transport_url", cfg.Default.Transport.String(),
+	log.Info("starting", "version", versionString(), "host", cfg.Default.Host, "transport_url", cfg.Default.Transport.String(),
 		"files", strings.Join(cfg.Files, ","))
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
 	}
 	applyMemoryLimit(cfg, log)
-	if err := run(ctx, cfg, log); err != nil && !errors.Is(err, context.Canceled) {
+	if err := run(ctx, cfg, log); err != nil && ctx.Err() == nil {
 		log.Error("agent stopped", "err", err)
-		if logPath(o, cfg) != "" {
+		if !cfg.Default.UseStderr {
 			// What only the running agent can find wrong (a mapped bridge that does
 			// not exist, an unreadable CA file) is a configuration error too: one
-			// line on stderr, as for the errors Load reports.
+			// line on stderr, as for the errors Load reports (unless the log
+			// line just went there).
 			fmt.Fprintln(stderr, "ovs-agent:", err)
 		}
 		return 1
 	}
 	log.Info("stopped")
 	return 0
-}
-
-// newLogger honours --log-file and --debug first, then [DEFAULT] log_file,
-// log_dir and debug, like oslo.log.
-func newLogger(o *cliOptions, cfg *config.Config, stderr io.Writer) (*slog.Logger, func(), error) {
-	level := slog.LevelInfo
-	if o.debug || cfg.Default.Debug {
-		level = slog.LevelDebug
-	}
-	path := logPath(o, cfg)
-	var w io.Writer = stderr
-	closeFn := func() {}
-	if path != "" {
-		lf := &logFile{path: path}
-		if err := lf.reopen(); err != nil {
-			return nil, nil, fmt.Errorf("log file: %w", err)
-		}
-		w, closeFn = lf, lf.close
-		reopenLog = lf.reopen
-	}
-	hopts := &slog.HandlerOptions{Level: level}
-	var h slog.Handler = slog.NewTextHandler(w, hopts)
-	if o.logFormat == "json" {
-		h = slog.NewJSONHandler(w, hopts)
-	}
-	return slog.New(h), closeFn, nil
-}
-
-// logPath is the log file in force ("" = stderr): --log-file, else [DEFAULT] log_file
-// under log_dir.
-func logPath(o *cliOptions, cfg *config.Config) string {
-	path := o.logFile
-	if path == "" {
-		path = cfg.Default.LogFile
-	}
-	if path != "" && cfg.Default.LogDir != "" && !strings.HasPrefix(path, "/") {
-		path = cfg.Default.LogDir + "/" + path
-	}
-	return path
-}
-
-// reopenLog reopens the log file (SIGHUP); a no-op when logging to stderr.
-var reopenLog = func() error { return nil }
-
-// logFile is an append-only log file that can be reopened after rotation.
-type logFile struct {
-	mu   sync.Mutex
-	path string
-	f    *os.File
-}
-
-func (l *logFile) reopen() error {
-	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
-	if err != nil {
-		return err
-	}
-	l.mu.Lock()
-	old := l.f
-	l.f = f
-	l.mu.Unlock()
-	if old != nil {
-		old.Close()
-	}
-	return nil
-}
-
-func (l *logFile) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.f.Write(p)
-}
-
-func (l *logFile) close() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.f.Close()
 }

@@ -39,7 +39,7 @@ func TestCheckConfig(t *testing.T) {
 		t.Fatalf("explain without a port: rc=%d", rc)
 	}
 	o, err := parseFlags("x", []string{"PORT", "--config-file", good, "--debug"}, &errb)
-	if err != nil || len(o.args) != 1 || o.args[0] != "PORT" || len(o.sources) != 1 || !o.debug {
+	if err != nil || len(o.args) != 1 || o.args[0] != "PORT" || len(o.sources) != 1 || len(o.overrides) != 1 || o.overrides[0] != (config.Value{Section: "DEFAULT", Key: "debug", Value: "True"}) {
 		t.Fatalf("positional before flags: %+v %v", o, err)
 	}
 }
@@ -51,8 +51,11 @@ func TestLogger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := config.Defaults()
-	log, closeLog, err := newLogger(o, cfg, os.Stderr)
+	cfg, err := config.Load(nil, withBase(t, o.loadOptions()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, closeLog, err := newLogger(cfg, os.Stdout, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +71,8 @@ func TestLogger(t *testing.T) {
 	closeLog()
 	old, _ := os.ReadFile(logf + ".1")
 	data, _ := os.ReadFile(logf)
-	if !strings.Contains(string(old), `"level":"DEBUG","msg":"hello","k":1`) || !strings.Contains(string(data), "after rotation") || strings.Contains(string(data), "hello") {
+	if !strings.Contains(string(old), `"levelname":"DEBUG","message":"hello","name":"ovsagent"`) || !strings.Contains(string(old), `"extra":{"k":1}`) ||
+		!strings.Contains(string(data), "after rotation") || strings.Contains(string(data), "hello") {
 		t.Fatalf("log: %s / rotated: %s", data, old)
 	}
 }

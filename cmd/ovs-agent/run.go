@@ -27,6 +27,8 @@ import (
 // (SIGTERM/SIGINT). The dataplane is left as it is on return.
 func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	m := metrics.New()
+	go watchdog(ctx, log)
+	ready := &readyOnce{log: log}
 	var a atomic.Pointer[agent.Agent]
 
 	// OVSDB first: a missing mapped bridge stops the agent before anything
@@ -135,11 +137,16 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		}
 		reporter.Synced = ag.InSync
 		reporter.OnReport = func(res string, err error) {
+			if err == nil {
+				ready.ready("reporting to neutron-server")
+			}
 			if err == nil && res == neutron.ReportRevived {
 				ag.Notify(agent.Resync{Reason: "revived"})
 			}
 		}
 		go reporter.Run(ctx)
+	} else {
+		ready.ready("running (report_interval = 0: no state reports)")
 	}
 
 	if cfg.OVSAgent.MetricsListen != "" {

@@ -43,12 +43,12 @@ func takeoverMain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return 2
 	}
-	cfg, err := config.Load(o.sources, config.Options{})
+	cfg, err := config.Load(o.sources, o.loadOptions())
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	log, closeLog, err := newLogger(o, cfg, stderr)
+	log, closeLog, err := newLogger(cfg, stderr, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "ovs-agent:", err)
 		return 1

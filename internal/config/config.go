@@ -44,6 +44,11 @@ type DefaultOptions struct {
 	Debug                      bool
 	LogFile                    string // oslo.log log_file (--log-file overrides)
 	LogDir                     string // oslo.log log_dir
+	UseStderr                  bool   // oslo.log use_stderr
+	UseSyslog                  bool   // oslo.log use_syslog
+	UseJournal                 bool   // oslo.log use_journal
+	UseJSON                    bool   // oslo.log use_json
+	SyslogLogFacility          string // oslo.log syslog_log_facility (LOG_USER)
 }
 
 // AgentOptions is [agent].
@@ -225,6 +230,7 @@ func Defaults() *Config {
 			RPCResponseTimeout:         60 * time.Second,
 			RPCResponseMaxTimeout:      600 * time.Second,
 			RPCResourcesProcessingStep: 20,
+			SyslogLogFacility:          "LOG_USER",
 		},
 		Agent: AgentOptions{
 			PollingInterval:    2 * time.Second,

@@ -35,6 +35,12 @@ type Raw struct {
 	// env is oslo.config's environment source: OS_<GROUP>__<OPTION>
 	// (e.g. OS_DEFAULT__TRANSPORT_URL, OS_OVS__LOCAL_IP) overrides the files.
 	env func(string) (string, bool)
+	// cli holds the command-line options (oslo.log's --debug, --log-file,
+	// ...): section -> key -> value; they win over the environment and files.
+	cli map[string]map[string]string
+	// err is the first substitution that failed (interpolate.go); Parse and
+	// checkSupport return it.
+	err error
 	// Files lists the files actually read, in order.
 	Files []string
 	// asked, when set (tests), sees every option looked up.
@@ -44,7 +50,10 @@ type Raw struct {
 	rabbitQuery map[string]string
 }
 
-// Lookup returns the last value of section.key and whether it was set.
+// Lookup returns the value of section.key, with oslo.config's $name
+// substitution done, and whether it was set. A substitution that fails is
+// recorded (Parse and checkSupport return it) and the value is returned as
+// written.
 func (r *Raw) Lookup(section, key string) (string, bool) {
 	if r == nil {
 		return "", false
@@ -52,7 +61,41 @@ func (r *Raw) Lookup(section, key string) (string, bool) {
 	if r.asked != nil {
 		r.asked(section, key)
 	}
+	v, ok := r.lookupRaw(section, key)
+	if !ok {
+		return v, ok
+	}
+	out, serr := r.expand(normSection(section), key, v, map[string]bool{optName(normSection(section), key): true})
+	if serr != nil {
+		if r.err == nil {
+			r.err = substitutionError(normSection(section), key, v, serr)
+		}
+		return v, true
+	}
+	return out, true
+}
+
+// SetCommandLine records a command-line option (oslo.config: the command
+// line wins over the environment and the files).
+func (r *Raw) SetCommandLine(section, key, value string) {
+	if r.cli == nil {
+		r.cli = map[string]map[string]string{}
+	}
+	sec := normSection(section)
+	if r.cli[sec] == nil {
+		r.cli[sec] = map[string]string{}
+	}
+	r.cli[sec][key] = value
+}
+
+// lookupRaw is Lookup without substitution: the transport_url query (oslo
+// reads [oslo_messaging_rabbit] through it first), the command line, the
+// environment, the files.
+func (r *Raw) lookupRaw(section, key string) (string, bool) {
 	if v, ok := r.rabbitQuery[key]; ok && normSection(section) == rabbitSection {
+		return v, true
+	}
+	if v, ok := r.cli[normSection(section)][key]; ok {
 		return v, true
 	}
 	if r.env != nil {

@@ -119,13 +119,13 @@ var optionTable = func() []OptionInfo {
 		h(def, "debug", "False"),
 		h(def, "log_file", ""),
 		h(def, "log_dir", ""),
-		refBool(def, "use_syslog", "logging to syslog is "+notYet),
-		refBool(def, "use_journal", "logging to the journal is "+notYet+" (under systemd, stderr reaches the journal)"),
-		refBool(def, "use_json", "JSON log lines are "+notYet),
-		ne(def, "use_stderr", "False", "ovs-agent writes to stderr when no log file is set, to the file otherwise (as oslo.log with use_stderr = False)"),
+		h(def, "use_syslog", "False"),
+		h(def, "use_journal", "False"),
+		h(def, "use_json", "False"),
+		h(def, "use_stderr", "False"),
 		refEmpty(def, "log_config_append", "a Python logging configuration file cannot be read by ovs-agent", "/etc/neutron/logging.conf"),
 		refEmpty(def, "default_log_levels", "per-library log levels are "+notYet, "amqp=WARN"),
-		part(def, "syslog_log_facility", "LOG_USER", "used only with use_syslog, which is refused", "LOG_LOCAL0", isOneOf("LOG_USER")),
+		h(def, "syslog_log_facility", "LOG_USER"),
 		refBool(def, "watch_log_file", "watching the log file is "+notYet+"; ovs-agent reopens it on SIGHUP (logrotate)"),
 		refEmpty(def, "log_date_format", logFmt, "%H:%M"),
 		refEmpty(def, "logging_context_format_string", logFmt, "%(message)s"),
@@ -323,10 +323,13 @@ func checkSupport(raw *Raw) error {
 				return &Error{Option: raw.origin(o.Section, o.Name), Value: v, Reason: "not a boolean (true/false, yes/no, on/off, 1/0)"}
 			}
 		}
+		if raw.err != nil {
+			return raw.err
+		}
 		if o.Accept(v, raw) {
 			continue
 		}
 		return &RefusedError{Option: raw.origin(o.Section, o.Name), Value: v, Why: o.Why}
 	}
-	return nil
+	return raw.err
 }

@@ -185,6 +185,17 @@ func Parse(raw *Raw) (*Config, error) {
 	p.boolean(def, "debug", &d.Debug)
 	p.str(def, "log_file", &d.LogFile)
 	p.str(def, "log_dir", &d.LogDir)
+	p.boolean(def, "use_stderr", &d.UseStderr)
+	p.boolean(def, "use_syslog", &d.UseSyslog)
+	p.boolean(def, "use_journal", &d.UseJournal)
+	p.boolean(def, "use_json", &d.UseJSON)
+	if v, ok := p.lookup(def, "syslog_log_facility"); ok {
+		d.SyslogLogFacility = v
+	}
+	// oslo.log checks the facility only when it opens syslog or the journal.
+	if _, ok := SyslogFacility(d.SyslogLogFacility); !ok && (d.UseSyslog || d.UseJournal) {
+		p.fail(def, "syslog_log_facility", d.SyslogLogFacility, "not a syslog facility (LOG_USER, LOG_DAEMON, LOG_LOCAL0 ... LOG_LOCAL7, ...)")
+	}
 
 	a := &c.Agent
 	p.seconds(agent, "polling_interval", &a.PollingInterval, 0)
@@ -287,6 +298,9 @@ func Parse(raw *Raw) (*Config, error) {
 	p.boolean(own, "debug_pprof_any_address", &w.DebugPprofAnyAddress)
 	p.boolean(own, "explain_endpoint", &w.ExplainEndpoint)
 
+	if raw.err != nil { // a failed substitution explains what follows from it
+		return nil, raw.err
+	}
 	if p.err != nil {
 		return nil, p.err
 	}
@@ -342,6 +356,26 @@ func normalizeFirewall(v string) (string, bool) {
 		return FirewallIptablesHybrid, true
 	}
 	return "", false
+}
+
+// syslogFacilities are the facilities oslo.log accepts (log.py
+// _find_facility), with their numbers (syslog.h).
+var syslogFacilities = map[string]int{
+	"LOG_KERN": 0, "LOG_USER": 1, "LOG_MAIL": 2, "LOG_DAEMON": 3, "LOG_AUTH": 4, "LOG_SYSLOG": 5,
+	"LOG_LPR": 6, "LOG_NEWS": 7, "LOG_UUCP": 8, "LOG_CRON": 9, "LOG_AUTHPRIV": 10, "LOG_FTP": 11,
+	"LOG_LOCAL0": 16, "LOG_LOCAL1": 17, "LOG_LOCAL2": 18, "LOG_LOCAL3": 19,
+	"LOG_LOCAL4": 20, "LOG_LOCAL5": 21, "LOG_LOCAL6": 22, "LOG_LOCAL7": 23,
+}
+
+// SyslogFacility is oslo.log's reading of syslog_log_facility: any case,
+// "LOG_" optional ("local0" is LOG_LOCAL0). It returns the facility number.
+func SyslogFacility(name string) (int, bool) {
+	n := strings.ToUpper(name)
+	if !strings.HasPrefix(n, "LOG_") {
+		n = "LOG_" + n
+	}
+	code, ok := syslogFacilities[n]
+	return code, ok
 }
 
 // EffectiveFirewall is the driver in force: noop when security groups are off.

@@ -35,6 +35,14 @@ func SystemHostAddrs() ([]net.IP, error) {
 type Options struct {
 	// HostAddrs replaces the interface lookup used to check ovs.local_ip.
 	HostAddrs HostAddrsFunc
+	// CommandLine holds the options given on the command line (oslo.log's
+	// --debug, --log-file, ...); they win over the environment and files.
+	CommandLine []Value
+}
+
+// Value is one option set on the command line.
+type Value struct {
+	Section, Key, Value string
 }
 
 // Load reads the sources in order (oslo.config semantics: the last value
@@ -43,6 +51,9 @@ func Load(sources []Source, opts Options) (*Config, error) {
 	raw, err := ReadSources(sources)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
+	}
+	for _, v := range opts.CommandLine {
+		raw.SetCommandLine(v.Section, v.Key, v.Value)
 	}
 	return loadRaw(raw, opts)
 }

@@ -444,7 +444,7 @@ func diffSets(a, b []string) []string {
 	return d
 }
 
-var bridgeCookieLine = regexp.MustCompile(`msg="openflow: bridge connected" bridge=(\S+) cookie=(0x[0-9a-f]+)`)
+var bridgeCookieLine = regexp.MustCompile(`\[-\] openflow: bridge connected bridge=(\S+) cookie=(0x[0-9a-f]+)`)
 
 // Cookies returns the cookie of each bridge the agent's last run announced
 // in its log ("openflow: bridge connected").

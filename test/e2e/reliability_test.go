@@ -19,7 +19,7 @@ import (
 const brokerURL = "amqp://guest:guest@127.0.0.1:5672/"
 
 var (
-	warnLine   = regexp.MustCompile(`level=(WARN|ERROR)`)
+	warnLine   = regexp.MustCompile(`^\S+ \S+ \d+ (WARNING|ERROR) `) // oslo.log's line
 	reasonAttr = regexp.MustCompile(`reason=(\S+)`)
 )
 
@@ -269,11 +269,14 @@ func TestReliabConfigErrors(t *testing.T) {
 		{name: "bandwidth of an unmapped bridge", cfg: AgentConfig{Set: set("ovs", "resource_provider_bandwidths", "br-e2e-unmapped:1000:1000")}, option: "resource_provider_bandwidths", value: "br-e2e-unmapped"},
 		{name: "packet rates both ways", cfg: AgentConfig{Set: map[string]map[string]string{"ovs": {"resource_provider_packet_processing_without_direction": ":1000", "resource_provider_packet_processing_with_direction": ":1000:1000"}}}, option: "resource_provider_packet_processing_with_direction", value: ":1000:1000"},
 		{name: "inventory default unknown", cfg: AgentConfig{Set: set("ovs", "resource_provider_inventory_defaults", "e2e_bogus:1")}, option: "resource_provider_inventory_defaults", value: "e2e_bogus"},
-		{name: "quorum queues refused", cfg: AgentConfig{Set: set("oslo_messaging_rabbit", "rabbit_quorum_queue", "true")}, option: "rabbit_quorum_queue", value: "true"},
+		{name: "kombu compression refused", cfg: AgentConfig{Set: set("oslo_messaging_rabbit", "kombu_compression", "gzip")}, option: "kombu_compression", value: "gzip"},
 		{name: "quorum queues not a bool", cfg: AgentConfig{Set: set("oslo_messaging_rabbit", "rabbit_quorum_queue", "maybe")}, option: "rabbit_quorum_queue", value: "maybe"},
-		{name: "durable queues refused", cfg: AgentConfig{Set: set("oslo_messaging_rabbit", "amqp_durable_queues", "True")}, option: "amqp_durable_queues", value: "True"},
-		{name: "syslog refused", cfg: AgentConfig{Set: set("DEFAULT", "use_syslog", "True")}, option: "use_syslog", value: "True"},
+		{name: "quorum with HA refused", cfg: AgentConfig{Set: map[string]map[string]string{"oslo_messaging_rabbit": {"rabbit_quorum_queue": "True", "rabbit_ha_queues": "True"}}}, option: "rabbit_", value: "True"},
 		{name: "pprof beyond loopback refused", cfg: AgentConfig{MetricsListen: "0.0.0.0:19696", Set: set("ovsagent", "debug_pprof", "True")}, option: "debug_pprof", value: "0.0.0.0:19696"},
+		{name: "log_config_append refused", cfg: AgentConfig{Set: set("DEFAULT", "log_config_append", "/etc/neutron/logging.conf")}, option: "log_config_append", value: "/etc/neutron/logging.conf"},
+		{name: "bad syslog facility", cfg: AgentConfig{Set: map[string]map[string]string{"DEFAULT": {"use_syslog": "True", "syslog_log_facility": "LOG_E2E"}}}, option: "syslog_log_facility", value: "LOG_E2E"},
+		// oslo.config substitution: a lone "$" names another option; none is called "hunter2x".
+		{name: "transport_url lone $", cfg: AgentConfig{TransportURL: "rabbit://guest:pa$hunter2x@127.0.0.1:5672/"}, option: "transport_url", value: "$$", notInLine: "hunter2x"},
 		{name: "ssl CA file missing", cfg: AgentConfig{Set: map[string]map[string]string{"oslo_messaging_rabbit": {"ssl": "True", "ssl_ca_file": "/nonexistent/e2e-ca.pem"}}}, option: "ssl_ca_file", value: "/nonexistent/e2e-ca.pem"},
 	}
 	before, err := ovsState(e.Ctx, e.OVS)
@@ -599,7 +602,7 @@ func TestReliabPlugUnplugChurn(t *testing.T) {
 	if strings.Contains(agent.Log(), "panic") {
 		t.Errorf("panic in the agent log")
 	}
-	if c := len(logLines(agent, regexp.MustCompile(`level=ERROR`))); c > 0 {
-		t.Logf("%d ERROR lines in the agent log: %v", c, firstN(logLines(agent, regexp.MustCompile(`level=ERROR`)), 5))
+	if c := len(logLines(agent, regexp.MustCompile(`^\S+ \S+ \d+ ERROR `))); c > 0 {
+		t.Logf("%d ERROR lines in the agent log: %v", c, firstN(logLines(agent, regexp.MustCompile(`^\S+ \S+ \d+ ERROR `)), 5))
 	}
 }

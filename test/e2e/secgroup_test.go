@@ -768,7 +768,7 @@ func sgSummary(ds []time.Duration) string {
 	return fmt.Sprintf("min %s median %s max %s (n=%d)", s[0].Round(100*time.Microsecond), s[len(s)/2].Round(100*time.Microsecond), s[len(s)-1].Round(100*time.Microsecond), len(s))
 }
 
-var sgLogTime = regexp.MustCompile(`^time=(\S+)`)
+var sgLogTime = regexp.MustCompile(`^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) `) // oslo.log's asctime.msecs
 
 // sgAgentLatency finds, in a debug log excerpt, the first drained
 // SecurityGroupChanged event and the end of the first batch after it that
@@ -780,14 +780,14 @@ func sgAgentLatency(log string) (time.Duration, bool) {
 		if m == nil {
 			continue
 		}
-		ts, err := time.Parse(time.RFC3339Nano, m[1])
+		ts, err := time.ParseInLocation("2006-01-02 15:04:05.000", m[1], time.Local)
 		if err != nil {
 			continue
 		}
 		switch {
 		case ev.IsZero() && strings.Contains(l, "type=agent.SecurityGroupChanged"):
 			ev = ts
-		case !ev.IsZero() && strings.Contains(l, `msg="agent: batch"`) && !strings.Contains(l, " owners=0 "):
+		case !ev.IsZero() && strings.Contains(l, "[-] agent: batch ") && !strings.Contains(l, " owners=0 "):
 			return ts.Sub(ev), true
 		}
 	}

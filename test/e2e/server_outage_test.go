@@ -297,7 +297,8 @@ func describeGap(rep PingReport, events map[string]time.Time) string {
 		nearD.Round(time.Millisecond), near, unanswered)
 }
 
-var warnMsg = regexp.MustCompile(`level=(WARN|ERROR) msg="([^"]*)"`)
+// oslo.log's line: the message runs up to the first key=value attribute.
+var warnMsg = regexp.MustCompile(`^\S+ \S+ \d+ (WARNING|ERROR) \S+ \[-\] (.*?)(?: [a-z_]+=.*)?$`)
 
 // TestReliabServerStopped stops the real refenv neutron-server (SIGTERM to
 // the pid in /run/refenv/neutron-server.pid) for 2 minutes while vm1 pings
