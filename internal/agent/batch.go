@@ -10,10 +10,10 @@ import (
 	"net/netip"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/ovsagent/ovsagent/internal/firewall"
 	"github.com/ovsagent/ovsagent/internal/pipeline"
 )
 
@@ -599,17 +599,9 @@ func pipelinePort(p *portRec, d *Device, key pipeline.NetKey, w wiring) *pipelin
 	return pp
 }
 
-func parsePrefix(s string) (netip.Prefix, bool) {
-	if strings.Contains(s, "/") {
-		p, err := netip.ParsePrefix(s)
-		return p.Masked(), err == nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, false
-	}
-	return netip.PrefixFrom(a, a.BitLen()), true
-}
+// parsePrefix reads an address or prefix from the server as the firewall
+// model wants it (firewall.ParsePrefix).
+func parsePrefix(s string) (netip.Prefix, bool) { return firewall.ParsePrefix(s) }
 
 func (a *Agent) joinNet(p *portRec, key pipeline.NetKey, d *Device, vlan uint16) {
 	p.net, p.hasNet = key, true

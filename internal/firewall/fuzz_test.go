@@ -9,20 +9,6 @@ import (
 	of "github.com/ovsagent/ovsagent/internal/openflow"
 )
 
-// fuzzParse reads an address or prefix as the agent's decoder does; ok false
-// is "unparsable" (the decoder marks the value Invalid).
-func fuzzParse(s string) (netip.Prefix, bool) {
-	if strings.Contains(s, "/") {
-		p, err := netip.ParsePrefix(s)
-		return p.Masked(), err == nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, false
-	}
-	return netip.PrefixFrom(a, a.BitLen()), true
-}
-
 // oracle is what one rule allows, worked out from the rule alone (not
 // from checkRule): valid false means no flow may come from it.
 type oracle struct {
@@ -271,7 +257,7 @@ func FuzzRuleTranslation(f *testing.F) {
 			r.PortRangeMax = &max
 		}
 		if prefix != "" {
-			if p, ok := fuzzParse(prefix); ok {
+			if p, ok := ParsePrefix(prefix); ok {
 				r.RemoteIPPrefix = p
 			} else {
 				r.Invalid = "remote_ip_prefix " + prefix
@@ -279,7 +265,7 @@ func FuzzRuleTranslation(f *testing.F) {
 		}
 		var members []Member
 		for _, s := range []string{m1, m2} {
-			if p, ok := fuzzParse(s); ok {
+			if p, ok := ParsePrefix(s); ok {
 				members = append(members, Member{IP: p, MAC: mac("fa:16:3e:00:00:09")})
 			} else if s != "" {
 				members = append(members, Member{Invalid: s})
@@ -293,7 +279,7 @@ func FuzzRuleTranslation(f *testing.F) {
 		}
 		st := onePort(SecurityGroup{ID: sgA, Rules: []Rule{r}}, func(p *Port) {
 			p.FixedIPs = append(p.FixedIPs, ip("2001:db8::5"))
-			if ap, ok := fuzzParse(aap); ok {
+			if ap, ok := ParsePrefix(aap); ok {
 				p.AllowedAddressPairs = []AddressPair{{IP: ap}}
 			} else if aap != "" {
 				p.AllowedAddressPairs = []AddressPair{{Invalid: aap}}

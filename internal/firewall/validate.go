@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"strings"
 
 	of "github.com/ovsagent/ovsagent/internal/openflow"
 )
@@ -175,4 +176,20 @@ func memberPrefix(m Member, et EtherType) (netip.Prefix, bool) {
 	}
 	p := m.IP.Masked()
 	return p, p.IsValid()
+}
+
+// ParsePrefix reads an address or prefix as the server sends it (a fixed IP,
+// an allowed address pair, a member, a remote_ip_prefix): an address is a
+// host prefix, a prefix is masked. ok false means unparsable: the caller
+// marks the value Invalid, which the translation skips and never widens.
+func ParsePrefix(s string) (netip.Prefix, bool) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		return p.Masked(), err == nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, false
+	}
+	return netip.PrefixFrom(a, a.BitLen()), true
 }
