@@ -67,6 +67,9 @@ make_chroot() {
   fi
   # no service starts from maintainer scripts inside the chroot
   printf '#!/bin/sh\nexit 101\n' > "$tmp/usr/sbin/policy-rc.d"; chmod +x "$tmp/usr/sbin/policy-rc.d"
+  # the mirror this machine reaches can serve a Release file past its Valid-Until (seen for sid:
+  # "is expired (invalid since 28d)"): apt would refuse it; the packages are still signed
+  echo 'Acquire::Check-Valid-Until "false";' > "$tmp/etc/apt/apt.conf.d/99refenv"
   chroot_mounts "$tmp"
   rlog "apt-get -f install inside the chroot"
   if ! chroot "$tmp" env DEBIAN_FRONTEND=noninteractive sh -c 'apt-get update -q && apt-get -f install -y -q' > "$tmp.apt.log" 2>&1; then
