@@ -119,13 +119,16 @@ start-time = %t
 EOF
 }
 
-# rstart NAME CMD...: setsid, in the chroot, pid recorded (chroot and nohup exec: the pid is the daemon's)
+# rstart NAME CMD...: setsid, in the chroot, pid recorded. The subshell execs setsid, which (not a
+# group leader: no job control here) execs nohup, chroot, the daemon: $! is the daemon's pid.
 rstart() {
   local name=$1; shift
   ralive "$RRUN/$name.pid" && return 0
-  (cd / && setsid nohup chroot "$REFENV_CHROOT" "$@" \
-      > "$REFENV_CHROOT/var/log/neutron/refenv-$name.stdout" 2>&1 < /dev/null & echo $! > "$RRUN/$name.pid")
-  rlog "$name pid $(cat "$RRUN/$name.pid")"
+  (cd / && exec setsid nohup chroot "$REFENV_CHROOT" "$@") \
+      > "$REFENV_CHROOT/var/log/neutron/refenv-$name.stdout" 2>&1 < /dev/null &
+  echo $! > "$RRUN/$name.pid"
+  sleep 1
+  rlog "$name pid $(cat "$RRUN/$name.pid"): $(tr '\0' ' ' < "/proc/$(cat "$RRUN/$name.pid")/cmdline" 2>/dev/null | cut -c1-80)"
 }
 
 release_start() {
@@ -182,7 +185,8 @@ release_stop() {
   for n in api periodic-workers rpc-server server; do
     [ -s "$RRUN/$n.pid" ] || continue
     p=$(cat "$RRUN/$n.pid")
-    if kill -0 "$p" 2>/dev/null; then
+    # only if that pid still runs one of ours (a recycled pid is never hit)
+    if kill -0 "$p" 2>/dev/null && tr '\0' ' ' < "/proc/$p/cmdline" | grep -q -- '/etc/neutron/refenv/'; then
       rlog "stopping $n pid $p"; kill -TERM "$p"
       for _ in $(seq 1 30); do kill -0 "$p" 2>/dev/null || break; sleep 0.5; done
       kill -0 "$p" 2>/dev/null && { rlog "$n still alive, SIGKILL"; kill -KILL "$p"; }
