@@ -52,12 +52,16 @@ make_chroot() {
   mkdir -p "$(dirname "$REFENV_CHROOT")"
   if [ ! -e "$tmp/.refenv-debootstrapped" ]; then
     rlog "debootstrap $SUITE into $tmp (about 5 minutes; log $tmp.debootstrap.log)"
-    if ! debootstrap --variant=minbase --include="$INCLUDE" "$SUITE" "$tmp" "$MIRROR" > "$tmp.debootstrap.log" 2>&1; then
-      # --include leaves packages with virtual dependencies unconfigured (python3-grpcio in sid,
-      # python3-ply in trixie): debootstrap then fails while configuring, with the base system in
-      # place; apt-get -f install below finishes them. Any other failure stops here.
-      if grep -q "Failure while configuring" "$tmp.debootstrap.log" && [ -x "$tmp/usr/bin/apt-get" ] \
-         && [ -s "$tmp/etc/apt/sources.list" ]; then
+    # --include leaves packages with virtual dependencies unconfigured (python3-grpcio in sid,
+    # python3-pycparser in trixie): debootstrap then fails while configuring, with the base system
+    # in place; apt-get -f install below finishes them (also after such a run was interrupted
+    # here before the marker was written). Any other failure stops here.
+    partial_ok() { grep -q "Failure while configuring" "$tmp.debootstrap.log" 2>/dev/null \
+      && [ -x "$tmp/usr/bin/apt-get" ] && [ -s "$tmp/etc/apt/sources.list" ]; }
+    if partial_ok; then
+      rlog "a previous debootstrap left packages unconfigured: apt-get -f install finishes them"
+    elif ! debootstrap --variant=minbase --include="$INCLUDE" "$SUITE" "$tmp" "$MIRROR" > "$tmp.debootstrap.log" 2>&1; then
+      if partial_ok; then
         rlog "debootstrap left packages unconfigured ($(grep -o 'possibly the package [^ ]*' "$tmp.debootstrap.log" | tail -1)): apt-get -f install finishes them"
       else
         tail -20 "$tmp.debootstrap.log"; rlog "debootstrap failed (log $tmp.debootstrap.log)"; return 1
