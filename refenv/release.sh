@@ -51,7 +51,6 @@ make_chroot() {
   [ -e "$REFENV_CHROOT/.refenv-ready" ] && return 0
   mkdir -p "$(dirname "$REFENV_CHROOT")"
   if [ ! -e "$tmp/.refenv-debootstrapped" ]; then
-    rlog "debootstrap $SUITE into $tmp (about 5 minutes; log $tmp.debootstrap.log)"
     # --include leaves packages with virtual dependencies unconfigured (python3-grpcio in sid,
     # python3-pycparser in trixie): debootstrap then fails while configuring, with the base system
     # in place; apt-get -f install below finishes them (also after such a run was interrupted
@@ -60,7 +59,7 @@ make_chroot() {
       && [ -x "$tmp/usr/bin/apt-get" ] && [ -s "$tmp/etc/apt/sources.list" ]; }
     if partial_ok; then
       rlog "a previous debootstrap left packages unconfigured: apt-get -f install finishes them"
-    elif ! debootstrap --variant=minbase --include="$INCLUDE" "$SUITE" "$tmp" "$MIRROR" > "$tmp.debootstrap.log" 2>&1; then
+    elif rlog "debootstrap $SUITE into $tmp (about 5 minutes; log $tmp.debootstrap.log)"; ! debootstrap --variant=minbase --include="$INCLUDE" "$SUITE" "$tmp" "$MIRROR" > "$tmp.debootstrap.log" 2>&1; then
       if partial_ok; then
         rlog "debootstrap left packages unconfigured ($(grep -o 'possibly the package [^ ]*' "$tmp.debootstrap.log" | tail -1)): apt-get -f install finishes them"
       else
