@@ -64,7 +64,7 @@ for _ in $(seq 1 120); do
   [ "$alive" = true ] && break; sleep 0.5
 done
 [ "$alive" = true ] || { tail -20 "$D/ovs-agent.log"; log "FAIL: agent $HOST not alive"; exit 1; }
-log "agent alive $(ms $T0) ms after start: $(api GET "/agents?host=$HOST" | jq -c '.agents[0] | {binary, agent_type, tunnel_types: .configurations.tunnel_types, resource_versions: .configurations.resource_versions}')"
+log "agent alive $(ms $T0) ms after start: $(api GET "/agents?host=$HOST" | jq -c '.agents[0] | {binary, agent_type, tunnel_types: .configurations.tunnel_types}')"
 
 NET=$(api POST /networks -d '{"network":{"name":"refenv-smoke","project_id":"smoke"}}' | jq -r .network.id)
 api POST /subnets -d "{\"subnet\":{\"network_id\":\"$NET\",\"ip_version\":4,\"cidr\":\"10.251.0.0/24\",\"project_id\":\"smoke\"}}" >/dev/null
