@@ -32,6 +32,8 @@ cleanup() {
     [ -s "$D/$d.pid" ] && kill -TERM "$(cat "$D/$d.pid")" 2>/dev/null
   done
   sleep 1; ip netns del "$NS" 2>/dev/null
+  # the agent's row would stay, dead, in the server's agent list
+  for a in $(api GET "/agents?host=$HOST" | jq -r '.agents[].id'); do api DELETE "/agents/$a" >/dev/null; done
   log "cleaned up (logs kept in $D)"
 }
 trap cleanup EXIT
