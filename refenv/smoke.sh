@@ -7,6 +7,10 @@
 set -euo pipefail
 export PATH=/usr/local/go/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
 HERE=$(cd "$(dirname "$0")" && pwd); TOP=$(dirname "$HERE")
+# Descriptors above 2 a caller left open (`flock LOCK setup.sh` passes its locked fd on) must not
+# reach the daemons started here: they outlive the caller and would hold its lock (seen: a
+# neutron-server holding /tmp/ovsagent-e2e.lock's fd 3, every e2e run waiting). 255 is bash's.
+for _f in /proc/$$/fd/*; do _f=${_f##*/}; if [ "$_f" -gt 2 ] && [ "$_f" -lt 255 ]; then eval "exec $_f>&-"; fi; done 2>/dev/null
 RELEASE=${RELEASE:-zed}
 if [ "$RELEASE" = zed ]; then
   PORT=9696; TURL=rabbit://guest:guest@127.0.0.1:5672/; VERSION=$(dpkg-query -W -f '${Version}' python3-neutron)
