@@ -40,7 +40,7 @@ NET_NAME = "bench-vx"
 SUBNET_CIDR = "10.77.0.0/20"
 PORT_PREFIX = "bench-"
 VMS = ("bvm1", "bvm2")        # netns of the two pinging VMs
-REFENV = "/work/shared/refenv"
+REFENV = os.environ.get("OVSAGENT_REFENV") or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "refenv")
 FLOOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "floor.py")  # refenv's, chunked for N = 1,000
 PULLFLOOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pullfloor.py")  # the restart's floor
 REF_CONF = "/etc/neutron/refenv/neutron.conf"

@@ -3,7 +3,7 @@
 
 usage: floor.py NETWORK_ID HOST N CHUNK [PROJECT]
 
-The same measurement as ../shared/refenv/floor.py (N ports bound to HOST, reported up with
+The same measurement as refenv/floor.py (N ports bound to HOST, reported up with
 update_device_list through neutron's own RPC client, exactly as an agent would), made to work at
 N = 1,000: refenv's creates all N ports in one POST, which the server does not answer within
 300 s at 1,000. Here they are created 50 per POST, and deleted by 4 threads afterwards.

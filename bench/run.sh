@@ -1,7 +1,7 @@
 #!/bin/bash
 # bench/run.sh: ovsagent vs the reference neutron-openvswitch-agent, one at a time, on a private
 # Open vSwitch in netns "benchhv" (host "hvbench"), against the real neutron-server of
-# ../shared/refenv (started with AGENT=none if it is not running). See bench/README.md.
+# refenv/ (started with AGENT=none if it is not running). See bench/README.md.
 #
 #   bench/run.sh [--agent ours|reference|both] [--ports 20,100,1000] [--samples 20] [--idle 60]
 #                [--max-wait 900] [--no-floor] [--floor-max N] [--no-restart] [--keep]

@@ -1,7 +1,7 @@
 #!/bin/bash
 # scripts/demo.sh — ovsagent end to end on one machine (Debian 12, root):
 #   1. installs and starts RabbitMQ, MariaDB, Open vSwitch and the real
-#      neutron-server (../shared/refenv/setup.sh with AGENT=none);
+#      neutron-server (refenv/setup.sh with AGENT=none);
 #   2. builds ovs-agent and runs it as host hv1 with the reference agent's
 #      own configuration files (/etc/neutron/refenv/*.conf|ini);
 #   3. creates a VXLAN network with two VMs (network namespaces plugged into
@@ -13,7 +13,7 @@ set -euo pipefail
 exec </dev/null
 export PATH=/usr/local/go/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH
 TOP=$(cd "$(dirname "$0")/.." && pwd -P)
-SHARED=${OVSAGENT_SHARED:-$TOP/../shared}
+REFENV=${OVSAGENT_REFENV:-$TOP/refenv}   # the reference environment (override: another copy of refenv/)
 API=${API:-http://127.0.0.1:9696/v2.0}
 PROJ=demo
 RUN=/run/ovsagent; LOGDIR=/var/log/ovsagent
@@ -68,9 +68,9 @@ flock -n 9 || { echo "waiting for the e2e run holding /run/ovsagent-e2e.lock"; f
 T0=$(date +%s%N)
 
 # ---------------------------------------------------------------- 1. services
-[ -x "$SHARED/refenv/setup.sh" ] || die "shared tree not found at $SHARED (set OVSAGENT_SHARED)"
+[ -x "$REFENV/setup.sh" ] || die "refenv not found: $REFENV/setup.sh is missing"
 say "setting up RabbitMQ, MariaDB, Open vSwitch, neutron-server (first time: several minutes)"
-AGENT=none "$SHARED/refenv/setup.sh" > $LOGDIR/refenv-setup.log 2>&1 || { tail -20 $LOGDIR/refenv-setup.log; die "refenv setup failed (log $LOGDIR/refenv-setup.log)"; }
+AGENT=none "$REFENV/setup.sh" > $LOGDIR/refenv-setup.log 2>&1 || { tail -20 $LOGDIR/refenv-setup.log; die "refenv setup failed (log $LOGDIR/refenv-setup.log)"; }
 say "neutron-server answers on $API"
 # the reference Python agent must not own hv1 at the same time
 stop_pid /run/refenv/ovs-agent.pid neutron-openvswitch-agent

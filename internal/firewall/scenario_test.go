@@ -18,13 +18,10 @@ import (
 
 // The reference capture: 4 ports on br-int with the default security group
 // plus "ingress tcp 22 from 10.100.0.0/24".
-// capturesDir honours OVSAGENT_SHARED (set by .ci/run) before the sibling checkout.
-func capturesDir() string {
-	if d := os.Getenv("OVSAGENT_SHARED"); d != "" {
-		return filepath.Join(d, "reference", "captures")
-	}
-	return "../../../shared/reference/captures"
-}
+// capturesDir holds the reference capture of the refenv scenario (Zed
+// 21.0.0), copied unchanged from the reference environment's record
+// (docs/reference/captures) so the golden test needs nothing beside the repository.
+func capturesDir() string { return filepath.Join("testdata", "zed") }
 
 func readCapture(t testing.TB, name string) []byte {
 	t.Helper()

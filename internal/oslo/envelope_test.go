@@ -12,13 +12,10 @@ import (
 	"time"
 )
 
-// capturesDir honours OVSAGENT_SHARED (set by .ci/run) before the sibling checkout.
-func capturesDir() string {
-	if d := os.Getenv("OVSAGENT_SHARED"); d != "" {
-		return filepath.Join(d, "reference", "captures", "messages")
-	}
-	return "../../../shared/reference/captures/messages"
-}
+// capturesDir holds the real messages between neutron-server 21.0.0 (Zed)
+// and the reference agent, decoded (one JSON per method), so the test needs
+// nothing beside the repository.
+func capturesDir() string { return filepath.Join("testdata", "zed", "messages") }
 
 type captureFile struct {
 	Method         string           `json:"method"`

@@ -27,7 +27,7 @@ func requireBroker(t testing.TB) {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", "127.0.0.1:5672", 2*time.Second)
 	if err != nil {
-		t.Fatalf("RabbitMQ is required on 127.0.0.1:5672 (start it, e.g. ../shared/refenv/setup.sh): %v", err)
+		t.Fatalf("RabbitMQ is required on 127.0.0.1:5672 (start it, e.g. refenv/setup.sh): %v", err)
 	}
 	c.Close()
 }

@@ -16,7 +16,7 @@ import (
 
 var rmqNodeFound atomic.Value // string
 
-// rmqNode finds the local node rabbitmqctl must address (as ../shared/refenv/rmq.sh).
+// rmqNode finds the local node rabbitmqctl must address (as refenv/rmq.sh).
 func rmqNode(t testing.TB) string {
 	t.Helper()
 	if n, ok := rmqNodeFound.Load().(string); ok {
@@ -131,7 +131,7 @@ func TestReconnectAfterConnectionClose(t *testing.T) {
 func TestInteropHasAliveNeutronServer(t *testing.T) {
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://127.0.0.1:9696/v2.0/agents")
 	if err != nil {
-		t.Fatalf("neutron-server is required on 127.0.0.1:9696 (../shared/refenv/setup.sh): %v", err)
+		t.Fatalf("neutron-server is required on 127.0.0.1:9696 (refenv/setup.sh): %v", err)
 	}
 	resp.Body.Close()
 	cli := newTransport(t, "neutron", "ovsagent-oslo-interop")
@@ -164,7 +164,7 @@ func TestInteropHasAliveNeutronServer(t *testing.T) {
 }
 
 // TestTopologyMatchesReference compares what Serve and Call declare with the reference's
-// objects in ../shared/reference/captures/rabbit_topology_full.txt.
+// objects in docs/reference/captures/rabbit_topology_full.txt.
 func TestTopologyMatchesReference(t *testing.T) {
 	node := rmqNode(t)
 	ex, topic := uniq("ovsagent-test"), uniq("t-topo")

@@ -86,6 +86,15 @@ type AgentConfig struct {
 	Set map[string]map[string]string
 }
 
+// DefaultTransportURL is $OVSAGENT_TRANSPORT_URL (the vhost of a newer
+// release's server: refenv/release.sh env) or refenv Zed's broker, vhost /.
+func DefaultTransportURL() string {
+	if u := os.Getenv("OVSAGENT_TRANSPORT_URL"); u != "" {
+		return u
+	}
+	return "rabbit://guest:guest@127.0.0.1:5672/"
+}
+
 func (c *AgentConfig) defaults() error {
 	def := func(p *string, v string) {
 		if *p == "" {
@@ -93,7 +102,7 @@ func (c *AgentConfig) defaults() error {
 		}
 	}
 	def(&c.Host, "hv1")
-	def(&c.TransportURL, "rabbit://guest:guest@127.0.0.1:5672/")
+	def(&c.TransportURL, DefaultTransportURL())
 	def(&c.LocalIP, "127.0.0.1")
 	def(&c.TunnelTypes, "vxlan")
 	def(&c.BridgeMappings, "physnet1:br-phys")

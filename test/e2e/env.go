@@ -57,7 +57,7 @@ func NewEnv(t testing.TB) *Env {
 func Preflight(ctx context.Context) error {
 	n := NewNeutron(Project)
 	if _, err := n.ListNetworks(ctx, url.Values{"limit": {"1"}}); err != nil {
-		return fmt.Errorf("neutron-server is not answering (start it with AGENT=none ../shared/refenv/setup.sh): %w", err)
+		return fmt.Errorf("neutron-server is not answering at %s (start it with AGENT=none refenv/setup.sh): %w", n.URL, err)
 	}
 	if _, err := (OVS{}).Vsctl(ctx, "show"); err != nil {
 		return fmt.Errorf("Open vSwitch is not answering: %w", err)
@@ -66,7 +66,7 @@ func Preflight(ctx context.Context) error {
 		return fmt.Errorf("RabbitMQ is not answering on 127.0.0.1:5672")
 	}
 	for _, o := range []struct{ pidfile, cmd, stop string }{
-		{"/run/refenv/ovs-agent.pid", "neutron-openvswitch-agent", "../shared/refenv/teardown.sh"},
+		{"/run/refenv/ovs-agent.pid", "neutron-openvswitch-agent", "refenv/teardown.sh"},
 		{"/run/ovsagent/ovs-agent.pid", "ovs-agent", "scripts/demo.sh stop"},
 	} {
 		if pid, ok := alivePid(o.pidfile, o.cmd); ok {

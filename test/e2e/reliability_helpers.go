@@ -24,7 +24,7 @@ import (
 )
 
 // rabbitNode finds the local RabbitMQ node rabbitmqctl should address, as
-// ../shared/refenv/rmq.sh does.
+// refenv/rmq.sh does.
 func rabbitNode(ctx context.Context) (string, error) {
 	host, _ := os.Hostname()
 	if i := strings.IndexByte(host, '.'); i > 0 {

@@ -19,7 +19,7 @@ import (
 	"time"
 )
 
-// The refenv neutron-server as ../shared/refenv/setup.sh starts it:
+// The refenv neutron-server as refenv/setup.sh starts it:
 //
 //	cd /var/lib/neutron
 //	setsid nohup /usr/bin/neutron-server $NCONF --config-file .../ml2_conf.ini \
@@ -191,17 +191,18 @@ func (s *RefServer) Start() error {
 	return os.WriteFile(refServerPidfile, []byte(strconv.Itoa(s.Pid)+"\n"), 0o644)
 }
 
-// refenvSetup is ../shared/refenv/setup.sh ($OVSAGENT_SHARED/refenv/setup.sh).
+// refenvSetup is the repository's refenv/setup.sh ($OVSAGENT_REFENV/setup.sh
+// when set: .ci/run exports it).
 func refenvSetup() (string, error) {
-	shared := os.Getenv("OVSAGENT_SHARED")
-	if shared == "" {
+	dir := os.Getenv("OVSAGENT_REFENV")
+	if dir == "" {
 		root, err := moduleRoot()
 		if err != nil {
 			return "", err
 		}
-		shared = filepath.Join(root, "..", "shared")
+		dir = filepath.Join(root, "refenv")
 	}
-	p := filepath.Join(shared, "refenv", "setup.sh")
+	p := filepath.Join(dir, "setup.sh")
 	if _, err := os.Stat(p); err != nil {
 		return "", err
 	}
@@ -384,7 +385,7 @@ func TestReliabServerStopped(t *testing.T) {
 		if stopped && !restarted {
 			t.Logf("cleanup: starting neutron-server again")
 			if err := srv.Start(); err != nil {
-				t.Errorf("cleanup: start neutron-server: %v (run AGENT=none ../shared/refenv/setup.sh)", err)
+				t.Errorf("cleanup: start neutron-server: %v (run AGENT=none refenv/setup.sh)", err)
 				return
 			}
 			restarted = true

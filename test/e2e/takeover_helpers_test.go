@@ -44,7 +44,7 @@ func takeoverFiles(t testing.TB) (dir, ini, metrics string) {
 	}
 	base, err := os.ReadFile(refAgentIniPath)
 	if err != nil {
-		t.Fatalf("refenv ini: %v (run ../shared/refenv/setup.sh)", err)
+		t.Fatalf("refenv ini: %v (run refenv/setup.sh)", err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

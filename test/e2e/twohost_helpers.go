@@ -21,7 +21,7 @@ import (
 	"time"
 )
 
-// Two hypervisors on one machine, as ../shared/twohost/twohost.sh builds
+// Two hypervisors on one machine, as refenv/twohost/twohost.sh builds
 // them with UNDERLAY_ONLY=1, written in Go so that a test sets up and tears
 // down everything itself: each hypervisor is a network namespace running its
 // own ovsdb-server and ovs-vswitchd (netdev datapath, OVS_RUNDIR private),
