@@ -27,13 +27,13 @@ func RenderOptionsDoc() string {
 	for _, o := range OptionTable() {
 		if o.Section != section {
 			section = o.Section
-			fmt.Fprintf(&b, "\n## [%s]\n\n| option | reference default | status | why / refused values |\n|---|---|---|---|\n", section)
+			fmt.Fprintf(&b, "\n## [%s]\n\n| option | reference default | status | why / refused values | effect shown by |\n|---|---|---|---|---|\n", section)
 		}
 		why := o.Why
 		if o.Refuse != "" && o.Status == Partial {
 			why = fmt.Sprintf("%s (refused e.g.: `%s`)", why, o.Refuse)
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", o.Name, cell(o.Default), o.Status, strings.ReplaceAll(why, "|", "\\|"))
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", o.Name, cell(o.Default), o.Status, strings.ReplaceAll(why, "|", "\\|"), cell(o.Proof))
 	}
 	return b.String()
 }
