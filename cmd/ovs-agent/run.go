@@ -47,8 +47,8 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	// RabbitMQ: the transport retries in the background; every call waits.
 	tr, err := dialBroker(ctx, cfg, oslo.Config{
 		Host: cfg.Default.Host, ControlExchange: cfg.Default.ControlExchange,
-		HeartbeatTimeout: cfg.Rabbit.HeartbeatTimeoutThreshold, HeartbeatRate: cfg.Rabbit.HeartbeatRate,
-		RetryInterval: cfg.Rabbit.RetryInterval, RetryBackoff: cfg.Rabbit.RetryBackoff, RetryMax: cfg.Rabbit.IntervalMax,
+		HeartbeatTimeout: cfg.Rabbit.HeartbeatTimeoutThreshold,
+		RetryInterval:    cfg.Rabbit.RetryInterval, RetryBackoff: cfg.Rabbit.RetryBackoff, RetryMax: cfg.Rabbit.IntervalMax,
 		TransientQueuesTTL: cfg.Rabbit.TransientQueuesTTL, ResponseTimeout: cfg.Default.RPCResponseTimeout,
 		ResponseMaxTimeout: cfg.Default.RPCResponseMaxTimeout, Logger: log, PrefetchCount: cfg.Rabbit.QOSPrefetchCount,
 		Observer: observer{m: m, onReconnect: func() {

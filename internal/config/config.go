@@ -121,7 +121,6 @@ type SecurityGroupOptions struct {
 // RabbitOptions is [oslo_messaging_rabbit].
 type RabbitOptions struct {
 	HeartbeatTimeoutThreshold time.Duration // 60 s; 0 disables heartbeats
-	HeartbeatRate             int           // 2 (Zed)
 	RetryInterval             time.Duration // 1 s
 	RetryBackoff              time.Duration // 2 s
 	IntervalMax               time.Duration // 30 s
@@ -265,7 +264,6 @@ func Defaults() *Config {
 		},
 		Rabbit: RabbitOptions{
 			HeartbeatTimeoutThreshold: 60 * time.Second,
-			HeartbeatRate:             2,
 			RetryInterval:             time.Second,
 			RetryBackoff:              2 * time.Second,
 			IntervalMax:               30 * time.Second,

@@ -73,7 +73,6 @@ func TestDefaults(t *testing.T) {
 		{"bridge_mac_table_size", c.OVS.BridgeMACTableSize, 50000},
 		{"firewall_driver", c.SecurityGroup.FirewallDriver, FirewallNoop},
 		{"enable_security_group", c.SecurityGroup.EnableSecurityGroup, true},
-		{"heartbeat_rate", c.Rabbit.HeartbeatRate, 2},
 		{"heartbeat_timeout_threshold", c.Rabbit.HeartbeatTimeoutThreshold, 60 * time.Second},
 		{"rabbit_transient_queues_ttl", c.Rabbit.TransientQueuesTTL, 1800 * time.Second},
 		{"rabbit_interval_max", c.Rabbit.IntervalMax, 30 * time.Second},
@@ -288,7 +287,7 @@ enable_security_group = false
 `)
 	if !c.Default.Debug || c.Default.RPCResponseTimeout != 30*time.Second || c.Agent.ReportInterval != 2500*time.Millisecond ||
 		!c.Agent.DSCPSet || c.Agent.DSCP != 18 || c.Agent.DontFragment ||
-		c.Rabbit.HeartbeatRate != 3 || c.OVSAgent.MetricsListen != "" || c.OVSAgent.BatchWindow != 25*time.Millisecond ||
+		c.OVSAgent.MetricsListen != "" || c.OVSAgent.BatchWindow != 25*time.Millisecond ||
 		c.DeviceListChunk() != 100 || c.OVSAgent.MemoryLimitMiB != 48 || !c.OVSAgent.DebugPprof || c.SecurityGroup.FirewallDriver != FirewallIptablesHybrid || c.EffectiveFirewall() != FirewallNoop {
 		t.Errorf("unexpected: %+v", c)
 	}

@@ -254,7 +254,6 @@ func Parse(raw *Raw) (*Config, error) {
 
 	r := &c.Rabbit
 	p.seconds(rabbit, "heartbeat_timeout_threshold", &r.HeartbeatTimeoutThreshold, 0)
-	p.integer(rabbit, "heartbeat_rate", &r.HeartbeatRate, 1, math.MaxInt)
 	p.seconds(rabbit, "rabbit_retry_interval", &r.RetryInterval, 0)
 	p.seconds(rabbit, "rabbit_retry_backoff", &r.RetryBackoff, 0)
 	p.seconds(rabbit, "rabbit_interval_max", &r.IntervalMax, 1)

@@ -30,9 +30,9 @@ type Config struct {
 
 	// HeartbeatTimeout is negotiated as the AMQP heartbeat (heartbeat_timeout_threshold,
 	// 60s). amqp091 then beats every HeartbeatTimeout/2, which is what the reference's
-	// HeartbeatRate 2 gives; other rates are accepted but do not change the interval.
+	// HeartbeatRate 2 gives ([oslo_messaging_rabbit] heartbeat_rate has no effect: see the
+	// option table).
 	HeartbeatTimeout time.Duration
-	HeartbeatRate    int
 
 	// Reconnect delays: RetryInterval, then +RetryBackoff per failed attempt, capped at
 	// RetryMax (rabbit_retry_interval/rabbit_retry_backoff/rabbit_interval_max).
@@ -98,9 +98,6 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	def(&c.HeartbeatTimeout, 60*time.Second)
-	if c.HeartbeatRate <= 0 {
-		c.HeartbeatRate = 2
-	}
 	def(&c.RetryInterval, time.Second)
 	def(&c.RetryBackoff, 2*time.Second)
 	def(&c.RetryMax, 30*time.Second)

@@ -546,3 +546,31 @@ func TestCountRows(t *testing.T) {
 		t.Errorf("Queue rows = %d, %v; want 1", n, err)
 	}
 }
+
+// [ovs] ovsdb_timeout bounds every OVSDB operation that waits on the
+// switch: with ovs-vswitchd down, a bridge setup given no deadline of its
+// own fails after the timeout instead of waiting for ever.
+func TestTimeoutBoundsOperations(t *testing.T) {
+	o := ovstest.Start(t)
+	ctx := testCtx(t)
+	c, err := Dial(ctx, o.DB, Options{RunDir: o.Dir, Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tp := newTopology(uniq(t))
+	if err := o.StopVswitchd(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = o.StartVswitchd() }()
+	done := make(chan error, 1)
+	go func() { _, err := tp.ensure(context.Background(), c); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("bridge setup succeeded with ovs-vswitchd down")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("bridge setup still waiting 30 s after a 300 ms ovsdb_timeout")
+	}
+}
