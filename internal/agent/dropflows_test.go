@@ -7,11 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/ovsagent/ovsagent/internal/metrics"
-	"github.com/ovsagent/ovsagent/internal/ovsdb"
-	"github.com/ovsagent/ovsagent/internal/pipeline"
 	"github.com/ovsagent/ovsagent/internal/testing/ovstest"
 )
 
@@ -69,48 +65,17 @@ func withoutCookies(fs []string) string {
 	return strings.Join(out, "\n")
 }
 
-// runAgentOn is runRealAgent (adapters_ovs_test.go) with drop_flows_on_start
-// set as asked and the first-apply probe around the OpenFlow adapter.
+// runAgentOn is runRealAgentTuned (adapters_ovs_test.go) with
+// drop_flows_on_start set as asked and the first-apply probe around the
+// OpenFlow adapter.
 func runAgentOn(t *testing.T, o *ovstest.OVS, srv *fakeServer, drop bool) (*harness, *firstApplyProbe) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	c, err := ovsdb.Dial(ctx, o.DB, ovsdb.Options{RunDir: o.Dir, Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sw := NewOVSDBSwitch(ctx, c, SwitchConfig{Integration: "br-int", Tunnel: "br-tun", IntPeerPatch: "patch-tun", TunPeerPatch: "patch-int",
-		DatapathType: "netdev", BridgeMappings: map[string]string{"physnet1": "br-phys"}, VXLANUDPPort: 4789, DontFragment: true}, testLogger())
-	l, err := sw.SetupBridges(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	of := NewOFBridges(testLogger())
-	for _, br := range l.Bridges() {
-		if err := of.Add(ctx, br, o.Mgmt(br)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	probe := &firstApplyProbe{OFBridges: of, o: o, first: map[string][]string{}}
-	opt := testOpts(true)
-	opt.Pipeline = pipeline.Config{FirewallDriver: "openvswitch", EnableSecurityGroup: true, L2Population: true,
-		TunnelTypes: []pipeline.NetworkType{pipeline.TypeVXLAN}}
-	opt.FDBWait = 200 * time.Millisecond
-	opt.DropFlowsOnStart = drop
-	h := &harness{t: t, srv: srv, m: metrics.New(), batches: make(chan bool, 1), done: make(chan error, 1)}
-	h.a = New(opt, Deps{Switch: sw, Flows: probe, Plugin: srv, Cache: srv, Metrics: h.m, Log: testLogger(),
-		AfterBatch: func(bool) {
-			select {
-			case h.batches <- true:
-			default:
-			}
-		}})
-	h.cancel = cancel
-	go func() { h.done <- h.a.Run(ctx) }()
-	t.Cleanup(func() {
-		h.stop()
-		of.Close()
-		c.Close()
-	})
+	var probe *firstApplyProbe
+	h, _ := runRealAgentTuned(t, o, srv, func(_ *OFBridges, opt *Options) { opt.DropFlowsOnStart = drop },
+		func(of *OFBridges) Flows {
+			probe = &firstApplyProbe{OFBridges: of, o: o, first: map[string][]string{}}
+			return probe
+		})
 	return h, probe
 }
 
