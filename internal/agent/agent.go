@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/firewall"
 	"github.com/ovsagent/ovsagent/internal/metrics"
 	"github.com/ovsagent/ovsagent/internal/openflow"
@@ -110,6 +110,10 @@ type Deps struct {
 	// Conntrack, when set, deletes the conntrack entries the firewall marked
 	// invalid (ct_mark=1) in the zones a firewall change touched.
 	Conntrack Conntrack
+	// Features are the extensions the agent runs besides its built-in
+	// pipeline and firewall (internal/feature), in registration order;
+	// cmd/ovs-agent builds them from the configuration.
+	Features []feature.Feature
 }
 
 // Agent is the L2 agent: its state and the single loop that owns it. All
@@ -198,6 +202,16 @@ type Agent struct {
 	busySince     atomic.Int64      // unix ns the current batch started, 0 while waiting (watchdog.go)
 	loopState     atomic.Int32      // loopNotStarted, loopRunning, loopStopped
 	ct            *conntrackCleaner // nil without Deps.Conntrack
+
+	// features: the pipeline, the firewall and Deps.Features (seam.go).
+	features *feature.Set
+	// featErr: the features could not be registered (Run returns it).
+	featErr error
+	// featRetry: features whose Sync failed, by name.
+	featRetry map[string]*retry
+	// resourceTypes: the OVO types some feature consumes (read by
+	// NotifyFromCache from any goroutine; never changed after New).
+	resourceTypes map[string]bool
 }
 
 type retry struct {
@@ -246,7 +260,9 @@ func New(opt Options, d Deps) *Agent {
 		abandoned:   map[*reportResult]bool{},
 		sweptBr:     map[string]bool{},
 		tunnelPeers: map[string]int{},
+		featRetry:   map[string]*retry{},
 	}
+	a.registerFeatures(d.Features)
 	a.reportStart.Store(true)
 	if d.Conntrack != nil {
 		a.ct = &conntrackCleaner{ct: d.Conntrack, in: make(chan []uint16, 1024), log: a.log, mark: 1}
@@ -284,6 +300,9 @@ func (a *Agent) drainInbox() []Event {
 // Run runs the agent until ctx ends. It returns nil on a clean stop; the
 // dataplane is left as it is.
 func (a *Agent) Run(ctx context.Context) error {
+	if a.featErr != nil {
+		return a.featErr
+	}
 	portEvents := a.d.Switch.PortEvents()
 	var ofEvents <-chan DataplaneEvent
 	if a.d.Flows != nil {
@@ -527,6 +546,9 @@ func (a *Agent) nextWake() time.Time {
 	if a.sgDirty {
 		consider(a.sgRetryAt)
 	}
+	for _, r := range a.featRetry {
+		consider(r.at)
+	}
 	return next
 }
 
@@ -621,23 +643,22 @@ func (a *Agent) applyLayout(l BridgeLayout) bool {
 // Call it before and after changing the object in the state.
 func (a *Agent) touch(owner string) {
 	a.dirtyOwner[owner] = true
-	for _, d := range pipeline.Dependents(a.ps, owner) {
-		a.dirtyOwner[d] = true
+	if src, ok := a.features.SourceOf(owner); ok {
+		if dep, ok := src.(feature.Dependents); ok {
+			for _, d := range dep.Dependents(owner) {
+				a.dirtyOwner[d] = true
+			}
+		}
 	}
 }
 
 // dirtyAll marks every owner for recomputation.
 func (a *Agent) dirtyAll() {
-	for _, o := range pipeline.Owners(a.ps) {
+	for _, o := range a.features.AllOwners() {
 		a.dirtyOwner[o] = true
 	}
 	for _, m := range a.applied {
 		for o := range m {
-			a.dirtyOwner[o] = true
-		}
-	}
-	if a.ps.Config.OVSFirewall() {
-		for _, o := range firewall.Owners(a.fw, a.conj) {
 			a.dirtyOwner[o] = true
 		}
 	}
@@ -653,19 +674,6 @@ func layoutEqual(a, b BridgeLayout) bool {
 		}
 	}
 	return true
-}
-
-func sortedPhys(m map[string]PhysBridge) []PhysBridge {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]PhysBridge, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, m[k])
-	}
-	return out
 }
 
 func (a *Agent) observeRPC(method string, d time.Duration, err error) {

@@ -71,6 +71,7 @@ func (a *Agent) batch(ctx context.Context) {
 	a.refreshEarly(ctx)
 	t2 := a.now()
 	a.writePorts(ctx, settings)
+	a.syncFeatures(ctx)
 	t3 := a.now()
 	a.updateFirewall(ctx)
 	owners := len(a.dirtyOwner)
@@ -230,6 +231,7 @@ func (a *Agent) startResync(reason string) {
 	}
 	a.fresh = true
 	a.sgDirty = true
+	a.resyncFeatures(reason)
 	for k, n := range a.ps.Networks {
 		if n.Type.IsTunnel() && a.opt.L2Population {
 			a.refreshNets[k.NetworkID] = true
@@ -536,6 +538,7 @@ func (a *Agent) wirePort(p *portRec) (PortSetting, bool) {
 		p.clock.reset()
 	}
 	p.wired = w
+	a.portWired(p)
 	if p.tagOK {
 		return PortSetting{}, false
 	}
@@ -668,6 +671,7 @@ func (a *Agent) removePort(p *portRec) {
 		delete(a.ps.Ports, p.id)
 	}
 	a.deleteFirewallPort(p.id)
+	a.portRemoved(p.id)
 	if p.dev != nil && p.dev.Bound && (p.wired == wiredUp || p.wired == wiredAdminDown) {
 		p.setWant(reportDown)
 		p.wired = wiredNone

@@ -210,6 +210,8 @@ func (a *Agent) onEvent(ev Event) {
 		a.tunnelUpdate(e)
 	case TunnelDelete:
 		a.tunnelDelete(e)
+	case ResourceChanged:
+		a.onResourceChanged(e.Resource)
 	case Resync:
 		if a.resync == "" {
 			a.resync = e.Reason
