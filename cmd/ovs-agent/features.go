@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sort"
 
+	"github.com/ovsagent/ovsagent/internal/agent"
 	"github.com/ovsagent/ovsagent/internal/config"
 	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/metrics"
@@ -22,13 +23,20 @@ import (
 // one-shot subcommands (DryRun: takeover --dry-run, explain) only Config,
 // OVSDB and Log are set and the feature must not change anything.
 type featureDeps struct {
-	Config  *config.Config
-	OVSDB   *ovsdb.Client
-	Client  *neutron.Client // nil when DryRun
-	Cache   *neutron.Cache  // nil when DryRun
-	Metrics *metrics.Metrics
-	Log     *slog.Logger
-	DryRun  bool
+	Config *config.Config
+	OVSDB  *ovsdb.Client
+	// Client calls the server (plugin RPC); Server serves a feature's own
+	// topics (Server.Serve(topic, endpoints...)); Cache holds the OVOs
+	// (types added with neutron.RegisterType). All nil when DryRun.
+	Client *neutron.Client
+	Server neutron.Server
+	Cache  *neutron.Cache
+	// OpenFlow is one connection and reconciler per bridge (connected
+	// after the features are built, before the agent runs; nil when DryRun).
+	OpenFlow *agent.OFBridges
+	Metrics  *metrics.Metrics
+	Log      *slog.Logger
+	DryRun   bool
 }
 
 type featureBuilder func(featureDeps) (feature.Feature, error)

@@ -212,6 +212,8 @@ func (a *Agent) onEvent(ev Event) {
 		a.tunnelDelete(e)
 	case ResourceChanged:
 		a.onResourceChanged(e.Resource)
+	case featureEvent:
+		a.onFeatureEvent(e)
 	case Resync:
 		if a.resync == "" {
 			a.resync = e.Reason

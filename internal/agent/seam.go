@@ -24,7 +24,7 @@ func (a *Agent) registerFeatures(ext []feature.Feature) {
 	a.resourceTypes = map[string]bool{}
 	for _, f := range set.All() {
 		if at, ok := f.(feature.Attacher); ok {
-			at.Attach(host{a})
+			at.Attach(host{a: a, name: f.Name()})
 		}
 		if rh, ok := f.(feature.ResourceHandler); ok {
 			for _, t := range rh.Resources() {
@@ -43,6 +43,26 @@ func (a *Agent) ResourceTypes() []string { return sortedKeys(a.resourceTypes) }
 type ResourceChanged struct{ feature.Resource }
 
 func (ResourceChanged) isEvent() {}
+
+// featureEvent is a feature's own event (feature.Host.Notify).
+type featureEvent struct {
+	name string
+	data any
+}
+
+func (featureEvent) isEvent() {}
+
+// onFeatureEvent hands the event to its feature.
+func (a *Agent) onFeatureEvent(e featureEvent) {
+	for _, f := range a.features.All() {
+		if f.Name() == e.name {
+			if h, ok := f.(feature.EventHandler); ok {
+				h.HandleEvent(e.data)
+			}
+			return
+		}
+	}
+}
 
 // onResourceChanged delivers the change to each feature consuming its type.
 func (a *Agent) onResourceChanged(r feature.Resource) {

@@ -103,6 +103,16 @@ func (f *rateFeature) ResourceChanged(r feature.Resource) {
 	}
 }
 
+// HandleEvent: its own event (a new rate), from another goroutine.
+func (f *rateFeature) HandleEvent(data any) {
+	if r, ok := data.(uint16); ok {
+		f.rate = r
+		for _, o := range f.Owners() {
+			f.h.Touch(o)
+		}
+	}
+}
+
 func (f *rateFeature) Sync(context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -192,6 +202,13 @@ func TestFeatureFlowsReachBridgeThroughSeam(t *testing.T) {
 	h.waitFor("rate 20 flow", func() bool {
 		fs := fl.Desired("br-int", "rate:p1")
 		return len(fs) == 1 && fs[0].Priority == 20
+	})
+
+	// Its own event from another goroutine, through Host.Notify.
+	go rf.h.Notify(uint16(30))
+	h.waitFor("rate 30 flow", func() bool {
+		fs := fl.Desired("br-int", "rate:p1")
+		return len(fs) == 1 && fs[0].Priority == 30
 	})
 
 	e, err := h.a.Explain(context.Background(), "p1")

@@ -167,8 +167,11 @@ func (a *Agent) bridgeCookie(br string) uint64 {
 	return 0
 }
 
-// host is what the agent offers the features (feature.Host).
-type host struct{ a *Agent }
+// host is what the agent offers a feature (feature.Host).
+type host struct {
+	a    *Agent
+	name string // the feature's
+}
 
 func (h host) Touch(owners ...string) {
 	for _, o := range owners {
@@ -178,6 +181,7 @@ func (h host) Touch(owners ...string) {
 func (h host) Layout() feature.BridgeLayout { return h.a.layout }
 func (h host) Cookie(bridge string) uint64  { return h.a.bridgeCookie(bridge) }
 func (h host) Log() *slog.Logger            { return h.a.log }
+func (h host) Notify(data any)              { h.a.Notify(featureEvent{name: h.name, data: data}) }
 
 // featurePort is the port as the features see it.
 func (a *Agent) featurePort(p *portRec) feature.Port {

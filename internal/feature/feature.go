@@ -25,6 +25,7 @@
 //   - Syncer: work that talks to something outside the flows (OVSDB rows,
 //     RPC calls), run once per batch and retried with back-off on error.
 //   - Resyncer: told of a full resync (broker or OVSDB reconnect, revived).
+//   - EventHandler: its own events from other goroutines (Host.Notify).
 //   - Explainer: the owners of a port's flows and what each flow is for
 //     (`ovs-agent explain`).
 //   - Takeover: the host state it would not rebuild at a start or takeover
@@ -91,6 +92,19 @@ type Host interface {
 	Cookie(bridge string) uint64
 	// Log is the agent's logger.
 	Log() *slog.Logger
+	// Notify hands data to the feature's HandleEvent on the loop (the
+	// feature must implement EventHandler). It is the one Host method safe
+	// from any goroutine, and never blocks; like every event, it wakes the
+	// loop for a batch. Beyond the loop's inbox bound it is folded into a
+	// full resync (Resyncer).
+	Notify(data any)
+}
+
+// EventHandler is a feature with events of its own from other goroutines
+// (a monitor of its OVSDB rows, an RPC endpoint of its own topic): they
+// reach it through Host.Notify, on the loop.
+type EventHandler interface {
+	HandleEvent(data any)
 }
 
 // Attacher is implemented by a feature that needs the Host; Attach is
