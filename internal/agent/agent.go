@@ -152,8 +152,7 @@ type Agent struct {
 	// installedFW holds the firewall-table flows found at start, to recover
 	// the conjunction ids they use (no rewrite of every remote-group flow).
 	installedFW []openflow.Flow
-	sgFails     int
-	sgRetryAt   time.Time
+	sgRetry     retry
 	ports       map[string]*portRec
 	netPorts    map[pipeline.NetKey]map[string]bool
 	fdb         map[string]map[netip.Addr]*pipeline.RemoteFDB // l2pop, by network id
@@ -169,11 +168,9 @@ type Agent struct {
 	sweptBr       map[string]bool // … on this bridge
 	tunnelPeers   map[string]int  // tunnel type → endpoints but ours in tunnel_sync's reply
 	bridgesOK     bool
-	bridgeRetryAt time.Time
-	bridgeFails   int
+	bridgeRetry   retry
 	flowsDropped  bool // drop_flows_on_start done (once, at the first bridge setup)
-	flowFails     int
-	flowRetryAt   time.Time
+	flowRetry     retry
 	resync        string // pending full resync reason
 	fresh         bool   // next details fetch bypasses the cache
 	checkCanary   bool
@@ -214,10 +211,29 @@ type Agent struct {
 	resourceTypes map[string]bool
 }
 
+// retry is the back-off of one piece of work retried after failures: the
+// bridge setup, the flow bundles, the security groups, one tunnel type's
+// tunnel_sync, one port's details and report, one rejected owner, one
+// feature's Sync. One type and one doubling (Agent.backoff) for all: the
+// failures in a row and when the work may run again.
 type retry struct {
 	failures int
 	at       time.Time
 }
+
+// fail counts a failure at now and sets the next try; it returns the wait.
+func (r *retry) fail(now time.Time, backoff func(int) time.Duration) time.Duration {
+	r.failures++
+	d := backoff(r.failures)
+	r.at = now.Add(d)
+	return d
+}
+
+// succeeded ends the run of failures: the next one waits the least again.
+func (r *retry) succeeded() { r.failures = 0 }
+
+// waiting: not to be tried again before at.
+func (r *retry) waiting(now time.Time) bool { return r.at.After(now) }
 
 // New builds an agent; Run starts it.
 func New(opt Options, d Deps) *Agent {
@@ -520,21 +536,21 @@ func (a *Agent) nextWake() time.Time {
 		}
 	}
 	if !a.bridgesOK {
-		consider(a.bridgeRetryAt)
+		consider(a.bridgeRetry.at)
 	}
 	if len(a.dirtyOwner) > 0 && a.started && a.bridgesOK {
 		// Owners left dirty by the end of a batch (e.g. a tunnel port
 		// deleted after the sweep) are applied at once, failed ones after
 		// their back-off, owners the switch rejected after theirs.
-		if a.flowRetryAt.IsZero() {
+		if a.flowRetry.at.IsZero() {
 			consider(a.dirtyWake())
 		} else {
-			consider(a.flowRetryAt)
+			consider(a.flowRetry.at)
 		}
 	}
 	for _, p := range a.ports {
 		if p.pending() {
-			consider(p.retryAt)
+			consider(p.retry.at)
 		}
 	}
 	for _, r := range a.tunnelSync {
@@ -544,7 +560,7 @@ func (a *Agent) nextWake() time.Time {
 		consider(d)
 	}
 	if a.sgDirty {
-		consider(a.sgRetryAt)
+		consider(a.sgRetry.at)
 	}
 	for _, r := range a.featRetry {
 		consider(r.at)
@@ -566,23 +582,21 @@ func (a *Agent) backoff(failures int) time.Duration {
 func (a *Agent) setupBridges(ctx context.Context) {
 	l, err := a.d.Switch.SetupBridges(ctx)
 	if err != nil {
-		a.bridgeFails++
-		a.bridgeRetryAt = a.now().Add(a.backoff(a.bridgeFails))
-		a.log.Error("agent: bridge setup failed; retrying", "err", err, "in", a.backoff(a.bridgeFails))
+		wait := a.bridgeRetry.fail(a.now(), a.backoff)
+		a.log.Error("agent: bridge setup failed; retrying", "err", err, "in", wait)
 		a.bridgesOK = false
 		return
 	}
 	if a.opt.DropFlowsOnStart && !a.flowsDropped {
 		if err := a.dropFlows(ctx, l); err != nil {
-			a.bridgeFails++
-			a.bridgeRetryAt = a.now().Add(a.backoff(a.bridgeFails))
-			a.log.Error("agent: drop_flows_on_start failed; retrying", "err", err, "in", a.backoff(a.bridgeFails))
+			wait := a.bridgeRetry.fail(a.now(), a.backoff)
+			a.log.Error("agent: drop_flows_on_start failed; retrying", "err", err, "in", wait)
 			a.bridgesOK = false
 			return
 		}
 		a.flowsDropped = true
 	}
-	a.bridgeFails = 0
+	a.bridgeRetry.succeeded()
 	a.bridgesOK = true
 	if a.applyLayout(l) {
 		a.dirtyAll()

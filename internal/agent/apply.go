@@ -24,7 +24,7 @@ func (a *Agent) applyFlows(ctx context.Context) (ok bool, waited time.Duration) 
 	if len(a.dirtyOwner) == 0 && len(sweeps) == 0 {
 		return true, 0
 	}
-	if a.flowRetryAt.After(a.now()) {
+	if a.flowRetry.waiting(a.now()) {
 		return false, 0
 	}
 	for _, owner := range sortedKeys(a.dirtyOwner) {
@@ -113,11 +113,10 @@ func (a *Agent) applyFlows(ctx context.Context) (ok bool, waited time.Duration) 
 	}
 	a.setRejectedGauge()
 	if failed {
-		a.flowFails++
-		a.flowRetryAt = a.now().Add(a.backoff(a.flowFails))
+		a.flowRetry.fail(a.now(), a.backoff)
 		return false, waited
 	}
-	a.flowFails = 0
+	a.flowRetry.succeeded()
 	if len(held) == 0 {
 		clear(a.dirtyOwner)
 	}

@@ -131,9 +131,8 @@ func (a *Agent) syncFeatures(ctx context.Context) {
 				r = &retry{}
 				a.featRetry[name] = r
 			}
-			r.failures++
-			r.at = now.Add(a.backoff(r.failures))
-			a.log.Warn("agent: feature sync failed; retrying", "feature", name, "err", err, "in", a.backoff(r.failures))
+			wait := r.fail(now, a.backoff)
+			a.log.Warn("agent: feature sync failed; retrying", "feature", name, "err", err, "in", wait)
 			continue
 		}
 		delete(a.featRetry, name)
