@@ -32,6 +32,7 @@ import (
 
 	"github.com/ovsagent/ovsagent/internal/neutron"
 	of "github.com/ovsagent/ovsagent/internal/openflow"
+	"github.com/ovsagent/ovsagent/internal/ovsdb"
 	"github.com/ovsagent/ovsagent/internal/testing/ovstest"
 )
 
@@ -173,6 +174,7 @@ type lab struct {
 	t      *testing.T
 	o      *ovstest.OVS
 	conn   *of.Conn
+	db     *ovsdb.Client
 	rec    *of.Reconciler
 	nsA    string
 	nsB    string
@@ -256,6 +258,11 @@ func newLab(t *testing.T) *lab {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.conn.Close() })
+	l.db, err = ovsdb.Dial(ctx, o.DB, ovsdb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.db.Close)
 	l.rec = of.NewReconciler(l.conn, 0x5a)
 	// the 2026.2 reference's br-int defaults these flows pass through (setup_default_table)
 	base := []of.Flow{
@@ -303,13 +310,21 @@ func (l *lab) setPolicy(pol *neutron.QosPolicy, opts Options) {
 		l.t.Fatal(err)
 	}
 	l.ids = ids
-	// policing (the default mode's egress limit) is an Interface column
+	// the default mode's limits are OVSDB rows: the egress one an Interface's
+	// ingress policing, the ingress one the port's linux-htb QoS with queue 0
 	rate, burst := int64(0), int64(0)
 	if plan.EgressPolicing != nil {
 		rate, burst = plan.EgressPolicing.Rate, plan.EgressPolicing.Burst
 	}
-	if _, err := l.o.Vsctl("set", "Interface", l.portB.Name, fmt.Sprintf("ingress_policing_rate=%d", rate),
-		fmt.Sprintf("ingress_policing_burst=%d", burst)); err != nil {
+	if err := l.db.SetIngressPolicing(ctx, l.portB.Name, rate, burst); err != nil {
+		l.t.Fatal(err)
+	}
+	if plan.IngressQueue != nil {
+		err = l.db.EnsureQoS(ctx, IngressQoSSpec(l.portB.Name, plan.IngressQueue), l.portB.Name)
+	} else {
+		err = l.db.DeleteQoS(ctx, l.portB.Name, neutron.RuleBandwidthLimit)
+	}
+	if err != nil {
 		l.t.Fatal(err)
 	}
 }
@@ -436,7 +451,16 @@ func TestQoSPackets(t *testing.T) {
 	l.setPolicy(bw(neutron.DirectionEgress), Options{})
 	pol := l.transfer("tcp", l.nsB, l.nsA, l.ipA)
 	t.Logf("egress ingress_policing 10 Mbit/s (qos_meter_bandwidth=false), B->A: avg %s steady %s", mbit(pol.AvgBps), mbit(pol.Steady))
+	l.setPolicy(bw(neutron.DirectionIngress), Options{})
+	htb := l.transfer("tcp", l.nsA, l.nsB, l.ipB)
+	t.Logf("ingress linux-htb queue 10 Mbit/s (qos_meter_bandwidth=false), A->B: avg %s steady %s", mbit(htb.AvgBps), mbit(htb.Steady))
+	if !within(htb.Steady, limit*1000, 0.2) {
+		t.Errorf("ingress limit by the linux-htb queue: %s, want 10 Mbit/s ±20 %%", mbit(htb.Steady))
+	}
 	l.setPolicy(nil, Options{})
+	if n, err := l.db.CountRows(context.Background(), "QoS"); err != nil || n != 0 {
+		t.Errorf("QoS rows left: %d %v", n, err)
+	}
 
 	// packet rate: 1 kpps egress while vmB sends 5 kpps
 	freeU := l.transfer("udp", l.nsB, l.nsA, l.ipA)

@@ -34,6 +34,7 @@ import (
 
 	"github.com/ovsagent/ovsagent/internal/neutron"
 	of "github.com/ovsagent/ovsagent/internal/openflow"
+	"github.com/ovsagent/ovsagent/internal/ovsdb"
 )
 
 // Tables of br-int the QoS flows live in (neutron_lib ovs_constants, 2026.2).
@@ -383,4 +384,25 @@ func ParseMeterIDs(otherConfig map[string]string) map[string]uint32 {
 		out[k] = uint32(n)
 	}
 	return out
+}
+
+// IngressQoSSpec is the OVSDB form of an ingress bandwidth limit without meters: the
+// port's own linux-htb QoS (external_ids id = the OVS port name) with q as queue 0.
+func IngressQoSSpec(portName string, q *Queue) ovsdb.QoSSpec {
+	r := QoSFor(neutron.RuleBandwidthLimit, portName)
+	return ovsdb.QoSSpec{Type: r.Type, ExternalIDs: r.ExternalIDs, OtherConfig: r.OtherConfig,
+		Queues: []ovsdb.QueueSpec{{Num: int(q.QueueNum), ExternalIDs: q.ExternalIDs(), OtherConfig: q.OtherConfig}}}
+}
+
+// MinBandwidthQoSSpec is the OVSDB form of the minimum-bandwidth queues: the agent's
+// one linux-htb QoS (external_ids id = qosID, a uuid the agent makes at start) set on
+// the physical bridges' NICs, with a queue per port (number = its ofport).
+func MinBandwidthQoSSpec(qosID string, queues []Queue) ovsdb.QoSSpec {
+	r := QoSFor(neutron.RuleMinimumBandwidth, qosID)
+	spec := ovsdb.QoSSpec{Type: r.Type, ExternalIDs: r.ExternalIDs, OtherConfig: r.OtherConfig}
+	for _, q := range queues {
+		spec.Queues = append(spec.Queues, ovsdb.QueueSpec{Num: int(q.QueueNum), ExternalIDs: q.ExternalIDs(), OtherConfig: q.OtherConfig})
+	}
+	sort.Slice(spec.Queues, func(i, j int) bool { return spec.Queues[i].Num < spec.Queues[j].Num })
+	return spec
 }
