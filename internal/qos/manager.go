@@ -243,3 +243,16 @@ func sortedKeys[V any](mp map[string]V) []string {
 	sort.Strings(out)
 	return out
 }
+
+// MinBandwidthQueues are the wired ports' minimum-bandwidth queues (ports on a
+// physical network with an egress minimum_bandwidth rule), by queue number.
+func (m *Manager) MinBandwidthQueues() []Queue {
+	var out []Queue
+	for _, id := range sortedKeys(m.plans) {
+		if q := m.plans[id].MinBandwidthQueue; q != nil {
+			out = append(out, *q)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].QueueNum < out[j].QueueNum })
+	return out
+}

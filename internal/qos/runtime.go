@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"sort"
 
 	"github.com/ovsagent/ovsagent/internal/neutron"
@@ -32,10 +33,19 @@ type Runtime struct {
 	Meters Meters
 	Rows   Rows
 	Pull   Puller
+	// MinBandwidth, when set, places the minimum-bandwidth queues: the QoS id the
+	// agent made at start (ovs_lib's _min_bw_qos_id) and the physical bridges'
+	// NIC ports (get_bridge_ports(''): Interface type "") it goes on.
+	MinBandwidthQoSID string
+	PhysicalNICs      func(ctx context.Context) ([]string, error)
 
 	// written is the OVSDB state last written per port name; a port absent has
 	// nothing of ours (or we do not know: it is written at its first Sync).
 	written map[string]portRows
+	// minBWWritten and minBWNICs are the minimum-bandwidth state last written (nil:
+	// not known yet).
+	minBWWritten []Queue
+	minBWNICs    []string
 }
 
 type portRows struct {
@@ -73,6 +83,9 @@ func (r *Runtime) Sync(ctx context.Context) (dirty []string, err error) {
 	if err := r.syncRows(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	if err := r.syncMinBandwidth(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	want, merr := r.M.Meters()
 	if merr != nil {
 		errs = append(errs, merr)
@@ -85,7 +98,7 @@ func (r *Runtime) Sync(ctx context.Context) (dirty []string, err error) {
 
 // Forget drops what is remembered as written (an OVSDB reconnect, an ovs-vswitchd
 // restart): the next Sync writes every port again.
-func (r *Runtime) Forget() { r.written = nil }
+func (r *Runtime) Forget() { r.written, r.minBWWritten, r.minBWNICs = nil, nil, nil }
 
 func (r *Runtime) syncRows(ctx context.Context) error {
 	if r.written == nil {
@@ -127,6 +140,37 @@ func (r *Runtime) syncRows(ctx context.Context) error {
 		delete(r.written, name)
 	}
 	return errors.Join(errs...)
+}
+
+// syncMinBandwidth keeps the agent's minimum-bandwidth QoS on the physical NICs
+// holding one queue per port that has the rule; none left, it goes.
+func (r *Runtime) syncMinBandwidth(ctx context.Context) error {
+	if r.PhysicalNICs == nil || r.MinBandwidthQoSID == "" {
+		return nil
+	}
+	qs := r.M.MinBandwidthQueues()
+	if len(qs) == 0 {
+		if r.minBWWritten == nil || len(r.minBWWritten) > 0 {
+			if err := r.Rows.DeleteQoS(ctx, r.MinBandwidthQoSID, neutron.RuleMinimumBandwidth); err != nil {
+				return err
+			}
+		}
+		r.minBWWritten = []Queue{}
+		return nil
+	}
+	nics, err := r.PhysicalNICs(ctx)
+	if err != nil {
+		return fmt.Errorf("qos: physical bridges' ports: %w", err)
+	}
+	sort.Strings(nics)
+	if reflect.DeepEqual(qs, r.minBWWritten) && reflect.DeepEqual(nics, r.minBWNICs) {
+		return nil
+	}
+	if err := r.Rows.EnsureQoS(ctx, MinBandwidthQoSSpec(r.MinBandwidthQoSID, qs), nics...); err != nil {
+		return err
+	}
+	r.minBWWritten, r.minBWNICs = qs, nics
+	return nil
 }
 
 func (r *Runtime) writePort(ctx context.Context, p Port, want, had portRows) error {

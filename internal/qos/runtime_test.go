@@ -173,3 +173,35 @@ func TestRuntimeSync(t *testing.T) {
 		t.Errorf("flows of an absent policy: %v", fs)
 	}
 }
+
+func TestRuntimeMinBandwidth(t *testing.T) {
+	sw := newFakeSwitch()
+	pol := &neutron.QosPolicy{ID: "A", Rules: []neutron.QosRule{
+		{Type: neutron.RuleMinimumBandwidth, ID: "m", QosPolicyID: "A", Direction: "egress", MinKbps: i64(1000)}}}
+	rt := &Runtime{M: NewManager(Options{}, 100, nil), Meters: sw, Rows: sw,
+		Pull:              func(context.Context, string) (*neutron.QosPolicy, error) { return pol, nil },
+		MinBandwidthQoSID: "agent-qos-uuid",
+		PhysicalNICs:      func(context.Context) ([]string, error) { return []string{"eth1"}, nil }}
+	p := vm()
+	p.PolicyID, p.PhysicalNetwork = "A", "physnet1"
+	rt.M.SetPort(p)
+	if _, err := rt.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	q, ok := sw.qos["agent-qos-uuid"]
+	if !ok || q.ExternalIDs["_type"] != "minimum_bandwidth" || len(q.Queues) != 1 || q.Queues[0].Num != 7 ||
+		q.Queues[0].OtherConfig["min-rate"] != "1000000" || q.Queues[0].ExternalIDs["port"] != "p1" {
+		t.Fatalf("min bw qos %+v", q)
+	}
+	sw.calls = nil
+	if _, err := rt.Sync(context.Background()); err != nil || len(sw.calls) != 0 {
+		t.Errorf("idle: %v %v", sw.calls, err)
+	}
+	rt.M.RemovePort("p1")
+	if _, err := rt.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := sw.qos["agent-qos-uuid"]; ok {
+		t.Error("min bw qos left after its last port went")
+	}
+}
