@@ -93,6 +93,9 @@ type OVSOptions struct {
 	OVSDBTimeout       time.Duration // 10 s
 	BridgeMACTableSize int           // 50000
 	IGMPSnoopingEnable bool
+	// QosMeterBandwidth is [ovs] qos_meter_bandwidth: QoS bandwidth limits by
+	// OpenFlow meters (read by the qos extension; refused until it is honoured).
+	QosMeterBandwidth bool
 
 	// Placement is the resource_provider_* options (and [ml2]
 	// tunnelled_network_rp_name), reported in report_state.

@@ -33,8 +33,8 @@ var ResourceVersions = map[string]string{
 	TypeSecurityGroup:     "1.5",
 	TypeSecurityGroupRule: "1.2",
 	TypeAddressGroup:      "1.2",
-	// Not in CachedTypes: pulled by id and pushed only to agents that run the qos
-	// extension (QosPolicy 1.10, Yoga through 2026.2).
+	// QosPolicy 1.10 (Yoga through 2026.2): decoded here, cached and subscribed once
+	// internal/qos registers it (RegisterType).
 	TypeQosPolicy: "1.10",
 }
 
