@@ -68,6 +68,9 @@ type AgentOptions struct {
 	QuittingRPCTimeout     time.Duration // 10 s
 	ReportInterval         time.Duration // 30 s; 0 disables state reports
 	LogAgentHeartbeats     bool
+	// Extensions is [agent] extensions, the agent extensions to run (the option
+	// table refuses every name whose feature is not honoured).
+	Extensions []string
 }
 
 // BridgeMapping is one physnet:bridge entry of [ovs] bridge_mappings.

@@ -207,6 +207,7 @@ func Parse(raw *Raw) (*Config, error) {
 	p.boolean(agent, "tunnel_csum", &a.TunnelCsum)
 	a.DSCPSet = p.integer(agent, "dscp", &a.DSCP, 0, 63)
 	p.boolean(agent, "dscp_inherit", &a.DSCPInherit)
+	p.list(agent, "extensions", &a.Extensions)
 	p.boolean(agent, "explicitly_egress_direct", &a.ExplicitlyEgressDirect)
 	p.boolean(agent, "drop_flows_on_start", &a.DropFlowsOnStart)
 	p.seconds(agent, "quitting_rpc_timeout", &a.QuittingRPCTimeout, 0)
