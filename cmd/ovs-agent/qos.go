@@ -16,7 +16,8 @@ import (
 // In a dry run it gets no edge that changes anything.
 func buildQoS(d featureDeps) (feature.Feature, error) {
 	deps := qos.Deps{
-		Options:           qos.Options{MeterBandwidth: d.Config != nil && d.Config.OVS.QosMeterBandwidth},
+		// [ovs] qos_meter_bandwidth is refused (only False) until qos is honoured
+		Options:           qos.Options{},
 		MinBandwidthQoSID: uuid.NewString(),
 	}
 	if d.DryRun || d.OVSDB == nil || d.OpenFlow == nil || d.Client == nil || d.Cache == nil {

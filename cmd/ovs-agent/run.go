@@ -92,7 +92,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 
 	reporter := &neutron.Reporter{Client: client, Interval: cfg.Agent.ReportInterval}
 	opt := agentOptions(cfg)
-	features, err := buildFeatures(featureDeps{Config: cfg, OVSDB: oc, Client: client, Server: rpc, Cache: cache, OpenFlow: of, Metrics: m, Log: log}, cfg.Agent.Extensions)
+	features, err := buildFeatures(featureDeps{Config: cfg, OVSDB: oc, Client: client, Server: rpc, Cache: cache, OpenFlow: of, Metrics: m, Log: log}, nil)
 	if err != nil {
 		return err
 	}
@@ -372,7 +372,7 @@ func explain(ctx context.Context, cfg *config.Config, log *slog.Logger, portID s
 			return err
 		}
 	}
-	features, err := buildFeatures(featureDeps{Config: cfg, OVSDB: oc, Log: log, DryRun: true}, cfg.Agent.Extensions)
+	features, err := buildFeatures(featureDeps{Config: cfg, OVSDB: oc, Log: log, DryRun: true}, nil)
 	if err != nil {
 		return err
 	}

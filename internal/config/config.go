@@ -68,9 +68,6 @@ type AgentOptions struct {
 	QuittingRPCTimeout     time.Duration // 10 s
 	ReportInterval         time.Duration // 30 s; 0 disables state reports
 	LogAgentHeartbeats     bool
-	// Extensions is [agent] extensions, the agent extensions to run (the option
-	// table refuses every name whose feature is not honoured).
-	Extensions []string
 }
 
 // BridgeMapping is one physnet:bridge entry of [ovs] bridge_mappings.
@@ -96,9 +93,6 @@ type OVSOptions struct {
 	OVSDBTimeout       time.Duration // 10 s
 	BridgeMACTableSize int           // 50000
 	IGMPSnoopingEnable bool
-	// QosMeterBandwidth is [ovs] qos_meter_bandwidth: QoS bandwidth limits by
-	// OpenFlow meters (read by the qos extension; refused until it is honoured).
-	QosMeterBandwidth bool
 
 	// Placement is the resource_provider_* options (and [ml2]
 	// tunnelled_network_rp_name), reported in report_state.

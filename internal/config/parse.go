@@ -207,7 +207,6 @@ func Parse(raw *Raw) (*Config, error) {
 	p.boolean(agent, "tunnel_csum", &a.TunnelCsum)
 	a.DSCPSet = p.integer(agent, "dscp", &a.DSCP, 0, 63)
 	p.boolean(agent, "dscp_inherit", &a.DSCPInherit)
-	p.list(agent, "extensions", &a.Extensions)
 	p.boolean(agent, "explicitly_egress_direct", &a.ExplicitlyEgressDirect)
 	p.boolean(agent, "drop_flows_on_start", &a.DropFlowsOnStart)
 	p.seconds(agent, "quitting_rpc_timeout", &a.QuittingRPCTimeout, 0)
@@ -234,7 +233,6 @@ func Parse(raw *Raw) (*Config, error) {
 	p.seconds(ovs, "ovsdb_timeout", &o.OVSDBTimeout, 1)
 	p.integer(ovs, "bridge_mac_table_size", &o.BridgeMACTableSize, 1, math.MaxInt)
 	p.boolean(ovs, "igmp_snooping_enable", &o.IGMPSnoopingEnable)
-	p.boolean(ovs, "qos_meter_bandwidth", &o.QosMeterBandwidth)
 	p.str("ml2", "tunnelled_network_rp_name", &o.Placement.TunnelledRPName)
 	p.parsePlacement(c.Default.Host, o.BridgeMappings, &o.Placement)
 

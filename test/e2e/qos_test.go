@@ -1,4 +1,11 @@
-//go:build e2e
+//go:build e2e && qosextension
+
+// Behind its own tag while [agent] extensions = qos is refused at load (the agent
+// would not start): it is the effect test for turning it on. To run it, accept "qos"
+// in the option table row of agent.extensions and [ovs] qos_meter_bandwidth, parse
+// both (config.AgentOptions / OVSOptions), pass cfg.Agent.Extensions to buildFeatures
+// (cmd/ovs-agent run.go, takeover.go) and qos_meter_bandwidth to qos.Options in
+// buildQoS, then: go test -tags 'e2e qosextension' -run '^TestQoSExtension$' ./test/e2e/
 
 package e2e
 
