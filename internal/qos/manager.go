@@ -133,6 +133,11 @@ func (m *Manager) refresh(portID string) {
 			m.errs[portID] = err
 			plan = Plan{DSCP: -1}
 		}
+		if m.maxMeter == 0 {
+			// a switch without meters: the reference skips the meter rules (and
+			// says so once) and applies the others
+			plan.Meters = nil
+		}
 	}
 	want := map[string]bool{}
 	var keys []string

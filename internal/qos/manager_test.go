@@ -130,3 +130,23 @@ func TestManagerErrorsStayOnTheirPort(t *testing.T) {
 		t.Error("a foreign owner accepted")
 	}
 }
+
+// TestManagerWithoutMeters: on a switch without meters the meter rules are skipped and
+// the others (DSCP) still applied, as the reference's support_meter check does.
+func TestManagerWithoutMeters(t *testing.T) {
+	m := NewManager(Options{MeterBandwidth: true}, 0, nil)
+	p := vm()
+	m.SetPort(p)
+	m.SetPolicy(policy())
+	fs, errs := m.Flows([]string{"qos:p1"})
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	got := render(fs["qos:p1"])
+	if len(got) != 2 || !strings.Contains(got[0], "ip_dscp") || strings.Contains(strings.Join(got, " "), "meter:") {
+		t.Errorf("flows %q", got)
+	}
+	if meters, _ := m.Meters(); len(meters) != 0 {
+		t.Errorf("meters %v", meters)
+	}
+}
