@@ -110,8 +110,10 @@ func BaseFlows(cfg Config) []of.Flow {
 		fs = append(fs, flow(t, 50, of.Match{ctInvalid}, resubmit(TableDroppedTraffic)))
 	}
 	if cfg.ExplicitlyEgressDirect {
-		// As the reference's _initialize_egress: below the pipeline's
-		// NORMAL (priority 3), so only what nothing else takes reaches 94.
+		// As the reference's _initialize_common_flows (2024.2+): above the
+		// pipeline's table-60 NORMAL (priority 1, was 3 in Zed) and below
+		// every port flow, so what no port flow claims (traffic from the
+		// patch ports) goes through 94's direct delivery instead of NORMAL.
 		add(flow(TableTransient, 2, nil, resubmit(TableAcceptedEgressNormal)))
 	}
 	return fs
