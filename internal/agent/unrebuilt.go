@@ -23,7 +23,7 @@ type HostState struct {
 
 // Tables of the reference's features ovs-agent does not have (neutron-lib
 // ovs_constants): DVR on br-int, br-tun and the physical bridges, QoS's
-// bandwidth (58, newer releases) and packet-rate (59) limits, the log
+// packet-rate (58; 59 in Zed) and bandwidth (59, 2023.2+) limits, the log
 // extension's packet-ins from the accept and drop tables.
 var (
 	dvrIntTables  = []uint8{1, 2, 3, 4}
@@ -68,10 +68,12 @@ func UnrebuiltState(h HostState) []string {
 	qos, logs := 0, 0
 	for _, f := range h.Flows[h.Layout.Integration] {
 		switch {
-		case f.Table == 58, f.Table == 59 && f.Priority > 0:
+		// ovs-agent's own flows in 58 and 59 are the tables' priority-0
+		// gotos (2026.2's chain 58 -> 59 -> 60), in 91-93 the defaults
+		// (priority 0 or 1); QoS meters and the log extension's packet-ins
+		// sit above them.
+		case (f.Table == 58 || f.Table == 59) && f.Priority > 0:
 			qos++
-		// ovs-agent's own flows there are the tables' defaults (priority
-		// 0 or 1); the log extension adds packet-ins above them.
 		case f.Table >= 91 && f.Table <= 93 && (hasController(f) || f.Priority > 1):
 			logs++
 		}
