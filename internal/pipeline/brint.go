@@ -42,7 +42,7 @@ func intBaseFlows(s *State) []of.Flow {
 		flow(IntCanary, 0, nil),
 		drop(IntLocalSwitching, prioMax, of.DlVlan(DeadVLAN)),
 		flow(IntLocalSwitching, 0, nil, gotoT(IntPacketRateLimit)),
-		// 2024.1 put a bandwidth-limit table (59) between the packet-rate
+		// 2023.2 put a bandwidth-limit table (59) between the packet-rate
 		// table (now 58) and 60; without QoS both only pass traffic on.
 		flow(IntPacketRateLimit, 0, nil, gotoT(IntBandwidthRateLimit)),
 		flow(IntBandwidthRateLimit, 0, nil, gotoT(IntTransient)),
