@@ -59,6 +59,7 @@ func TestReferenceIGMPRows(t *testing.T) {
 		release, dir string
 		known        []igmpDifference
 	}{
+		{"2026.2", "testdata/refenv-2026.2", nil},
 		{"zed", "testdata/refenv-zed", []igmpDifference{
 			{"br-int", "mcast-snooping-disable-flood-unregistered", "false", whyIGMP},
 			{"patch-tun", "mcast-snooping-flood", "False", whyIGMP},

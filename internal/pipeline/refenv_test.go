@@ -28,6 +28,10 @@ import (
 // exactly the release differences listed in zedDifferences.
 const refenvZedDir = "testdata/refenv"
 
+// refenv2026Dir holds the capture of the 2026.2 reference agent (29.0.0),
+// whose flows ours must equal outside the firewall tables.
+const refenv2026Dir = "testdata/refenv-2026.2"
+
 func readRef(t *testing.T, dir, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, name))
@@ -386,6 +390,7 @@ func refenvCaptures() []struct {
 		release, dir string
 		known        differences
 	}{
+		{"2026.2", refenv2026Dir, differences{}},
 		{"zed", refenvZedDir, zedDifferences},
 	}
 }
