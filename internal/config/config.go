@@ -93,6 +93,9 @@ type OVSOptions struct {
 	OVSDBTimeout       time.Duration // 10 s
 	BridgeMACTableSize int           // 50000
 	IGMPSnoopingEnable bool
+	// igmp_flood, igmp_flood_reports (default True), igmp_flood_unregistered:
+	// br-int's and its patch ports' mcast-snooping-* other_config.
+	IGMPFlood, IGMPFloodReports, IGMPFloodUnregistered bool
 
 	// Placement is the resource_provider_* options (and [ml2]
 	// tunnelled_network_rp_name), reported in report_state.
@@ -251,6 +254,7 @@ func Defaults() *Config {
 			OVSDBConnection:    "tcp:127.0.0.1:6640",
 			OVSDBTimeout:       10 * time.Second,
 			BridgeMACTableSize: 50000,
+			IGMPFloodReports:   true,
 			Placement: Placement{
 				InventoryDefaults:   defaultInventoryDefaults(),
 				PPInventoryDefaults: defaultInventoryDefaults(),

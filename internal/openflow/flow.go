@@ -124,6 +124,7 @@ func split128(b [16]byte) (hi, lo uint64) {
 const (
 	EthTypeIPv4 = 0x0800
 	EthTypeARP  = 0x0806
+	EthTypeRARP = 0x8035
 	EthTypeIPv6 = 0x86dd
 	EthTypeVLAN = 0x8100
 )
