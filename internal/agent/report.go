@@ -285,7 +285,8 @@ func (a *Agent) reportFailed(ids []string, err error) {
 
 // updateSync computes whether the agent is in sync and publishes it.
 func (a *Agent) updateSync() {
-	in := a.swept && a.dataplaneComplete() && len(a.dirtyOwner) == 0
+	// A feature whose Sync failed has not put its state in place yet.
+	in := a.swept && a.dataplaneComplete() && len(a.dirtyOwner) == 0 && len(a.featRetry) == 0
 	wired := 0
 	devices := 0
 	for _, p := range a.ports {
