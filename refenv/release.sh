@@ -6,6 +6,9 @@
 #                                            transport_url, database, chroot, version)
 #   RELEASE=2026.2 refenv/release.sh stop    stops that release's daemons (by pid file)
 #   RELEASE=2026.2 refenv/release.sh status  pid files, API answer, version
+# MESSAGING=quorum or MESSAGING=classic selects a second server of the release with other
+# [oslo_messaging_rabbit] options ($REFENV_MESSAGING, see messaging_vars), on its own API port,
+# vhost, database, configuration directory, log names and pid directory: both can run at once.
 # Idempotent: the chroot is made once (/var/lib/ovsagent-refenv/<release>, ~5 min, ~900 MB) and
 # marked ready; a later run with the server answering on its port changes nothing.
 # Daemons are started with setsid, their pids recorded in /run/refenv/<release>/; never by name.
@@ -21,12 +24,39 @@ release_vars() {
   REFENV_VHOST=neutron-$RELEASE
   REFENV_TRANSPORT_URL="rabbit://guest:guest@127.0.0.1:5672/$REFENV_VHOST"
   RRUN=/run/refenv/$RELEASE
+  REFENV_NAME=refenv         # configuration directory /etc/neutron/<name> and log prefix in the chroot
+  REFENV_MESSAGING=""
+  messaging_vars || return 2
+  REFENV_CONF=/etc/neutron/$REFENV_NAME
   MIRROR=${MIRROR:-http://deb.debian.org/debian}
   # what debootstrap puts in (uwsgi for 2026.2's API; the agent for AGENT=python later)
   INCLUDE=python3-neutron,neutron-common,python3-pymysql,neutron-openvswitch-agent,iproute2,procps,uwsgi-core,uwsgi-plugin-python3
 }
 
-rlog() { echo "[release $RELEASE $(date +%T)] $*"; }
+# messaging_vars: MESSAGING=<variant> moves the server to a port, vhost, database and names of
+# its own and sets REFENV_MESSAGING, its [oslo_messaging_rabbit] options as key=value,... (the e2e
+# suite gives the same to ovs-agent: OVSAGENT_E2E_MESSAGING).
+#   quorum   what kolla-ansible turns on (om_enable_rabbitmq_quorum_queues, ..._transient_quorum_queue,
+#            ..._stream_fanout, om_enable_queue_manager); oslo refuses stream fanout without a
+#            prefetch count > 0, so rabbit_qos_prefetch_count = 10
+#   classic  the classic-queue options: amqp_durable_queues, amqp_auto_delete, rabbit_ha_queues
+messaging_vars() {
+  local off
+  case "${MESSAGING:-}" in
+    "") return 0 ;;
+    quorum) off=1; REFENV_MESSAGING=rabbit_quorum_queue=true,rabbit_transient_quorum_queue=true,rabbit_stream_fanout=true,use_queue_manager=true,rabbit_qos_prefetch_count=10 ;;
+    classic) off=2; REFENV_MESSAGING=amqp_durable_queues=true,amqp_auto_delete=true,rabbit_ha_queues=true ;;
+    *) echo "release.sh: MESSAGING=$MESSAGING is not a messaging variant (quorum, classic)" >&2; return 2 ;;
+  esac
+  REFENV_API_PORT=$((REFENV_API_PORT + off))
+  REFENV_DB=${REFENV_DB}_$MESSAGING
+  REFENV_VHOST=$REFENV_VHOST-$MESSAGING
+  REFENV_TRANSPORT_URL="rabbit://guest:guest@127.0.0.1:5672/$REFENV_VHOST"
+  RRUN=$RRUN-$MESSAGING
+  REFENV_NAME=refenv-$MESSAGING
+}
+
+rlog() { echo "[release $RELEASE${MESSAGING:+ $MESSAGING} $(date +%T)] $*"; }
 ralive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 rapi_code() { curl -s -o /dev/null -w '%{http_code}' -H 'X-Project-Id: demo' "http://127.0.0.1:$REFENV_API_PORT/v2.0/networks" || true; }
 release_version() { chroot "$REFENV_CHROOT" dpkg-query -W -f '${Version}' python3-neutron 2>/dev/null || echo unknown; }
@@ -84,16 +114,20 @@ make_chroot() {
   rlog "chroot ready: $REFENV_CHROOT (neutron $(release_version))"
 }
 
-# write_conf: refenv's Zed configuration with this release's port, database and vhost.
+# write_conf: refenv's Zed configuration with this release's port, database and vhost (and a
+# messaging variant's options, lock directory and configuration directory).
 write_conf() {
-  local d=$REFENV_CHROOT/etc/neutron/refenv
-  mkdir -p "$d" "$REFENV_CHROOT/var/lib/neutron/lock" "$REFENV_CHROOT/var/log/neutron"
+  local d=$REFENV_CHROOT$REFENV_CONF lock=/var/lib/neutron/lock
+  [ "$REFENV_NAME" = refenv ] || lock=/var/lib/neutron/lock-$REFENV_NAME   # no lock shared with the other server
+  mkdir -p "$d" "$REFENV_CHROOT$lock" "$REFENV_CHROOT/var/log/neutron"
   install -m 644 "$HERE"/etc/neutron/ml2_conf.ini "$d/"
   # noauth's admin context has no roles; the binding API wants the service role (policy-chroot.yaml)
   install -m 644 "$HERE"/etc/neutron/policy-chroot.yaml "$d/policy-none.yaml"
   sed -e "s|^bind_port = .*|bind_port = $REFENV_API_PORT|" \
       -e "s|^transport_url = .*|transport_url = $REFENV_TRANSPORT_URL|" \
       -e "s|^connection = .*|connection = mysql+pymysql://neutron:neutronpass@127.0.0.1/$REFENV_DB|" \
+      -e "s|^lock_path = .*|lock_path = $lock|" \
+      -e "s|/etc/neutron/refenv/|$REFENV_CONF/|" \
       "$HERE/etc/neutron/neutron.conf" > "$d/neutron.conf"
   # 2025.1's eventlet API worker, idle, misses the broker's heartbeats: the broker drops it and
   # the next publish waits ~60 s (docs/reference/releases.md).
@@ -103,13 +137,14 @@ write_conf() {
 [oslo_messaging_rabbit]
 heartbeat_timeout_threshold = 0
 EOF
+  [ -z "$REFENV_MESSAGING" ] || { echo "# MESSAGING=$MESSAGING"; tr ',' '\n' <<< "$REFENV_MESSAGING" | sed 's/=/ = /'; } >> "$d/neutron.conf"
   # 2026.2: the API runs under uwsgi (no neutron-server binary any more)
   cat > "$d/api-uwsgi.ini" <<EOF
 [uwsgi]
 plugins = python3
 http-socket = 127.0.0.1:$REFENV_API_PORT
 wsgi-file = /usr/lib/python3/dist-packages/neutron/wsgi/api.py
-env = OS_NEUTRON_CONFIG_DIR=/etc/neutron/refenv
+env = OS_NEUTRON_CONFIG_DIR=$REFENV_CONF
 env = OS_NEUTRON_CONFIG_FILES=neutron.conf;ml2_conf.ini
 master = true
 processes = 1
@@ -130,20 +165,20 @@ rstart() {
   local name=$1; shift
   ralive "$RRUN/$name.pid" && return 0
   (cd / && exec setsid nohup chroot "$REFENV_CHROOT" "$@") \
-      > "$REFENV_CHROOT/var/log/neutron/refenv-$name.stdout" 2>&1 < /dev/null &
+      > "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME-$name.stdout" 2>&1 < /dev/null &
   echo $! > "$RRUN/$name.pid"
   sleep 1
   rlog "$name pid $(cat "$RRUN/$name.pid"): $(tr '\0' ' ' < "/proc/$(cat "$RRUN/$name.pid")/cmdline" 2>/dev/null | cut -c1-80)"
 }
 
 release_start() {
-  local NC="--config-file /etc/neutron/refenv/neutron.conf --config-file /etc/neutron/refenv/ml2_conf.ini"
+  local NC="--config-file $REFENV_CONF/neutron.conf --config-file $REFENV_CONF/ml2_conf.ini" L=/var/log/neutron/$REFENV_NAME
   if [ "$RELEASE" = 2025.1 ]; then
-    rstart server /usr/bin/neutron-server $NC --log-file /var/log/neutron/refenv-server.log
+    rstart server /usr/bin/neutron-server $NC --log-file $L-server.log
   else
-    rstart rpc-server /usr/bin/neutron-rpc-server $NC --log-file /var/log/neutron/refenv-rpc-server.log
-    rstart periodic-workers /usr/bin/neutron-periodic-workers $NC --log-file /var/log/neutron/refenv-periodic-workers.log
-    rstart api /usr/bin/uwsgi --ini /etc/neutron/refenv/api-uwsgi.ini --logto /var/log/neutron/refenv-api.log
+    rstart rpc-server /usr/bin/neutron-rpc-server $NC --log-file $L-rpc-server.log
+    rstart periodic-workers /usr/bin/neutron-periodic-workers $NC --log-file $L-periodic-workers.log
+    rstart api /usr/bin/uwsgi --ini $REFENV_CONF/api-uwsgi.ini --logto $L-api.log
   fi
 }
 
@@ -173,9 +208,9 @@ release_setup() {
     $RMQ -q set_permissions -p "$REFENV_VHOST" guest '.*' '.*' '.*' >/dev/null
     write_conf
     rlog "neutron-db-manage upgrade heads ($REFENV_DB)"
-    chroot "$REFENV_CHROOT" neutron-db-manage --config-file /etc/neutron/refenv/neutron.conf \
-      --config-file /etc/neutron/refenv/ml2_conf.ini upgrade heads > "$REFENV_CHROOT/var/log/neutron/refenv-db-manage.log" 2>&1 \
-      || { tail -20 "$REFENV_CHROOT/var/log/neutron/refenv-db-manage.log"; rlog "db-manage failed"; return 1; }
+    chroot "$REFENV_CHROOT" neutron-db-manage --config-file $REFENV_CONF/neutron.conf \
+      --config-file $REFENV_CONF/ml2_conf.ini upgrade heads > "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME-db-manage.log" 2>&1 \
+      || { tail -20 "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME-db-manage.log"; rlog "db-manage failed"; return 1; }
     release_start
   fi
   local i
@@ -191,7 +226,7 @@ release_stop() {
     [ -s "$RRUN/$n.pid" ] || continue
     p=$(cat "$RRUN/$n.pid")
     # only if that pid still runs one of ours (a recycled pid is never hit)
-    if kill -0 "$p" 2>/dev/null && tr '\0' ' ' < "/proc/$p/cmdline" | grep -q -- '/etc/neutron/refenv/'; then
+    if kill -0 "$p" 2>/dev/null && tr '\0' ' ' < "/proc/$p/cmdline" | grep -q -- "$REFENV_CONF/"; then
       rlog "stopping $n pid $p"; kill -TERM "$p"
       for _ in $(seq 1 30); do kill -0 "$p" 2>/dev/null || break; sleep 0.5; done
       kill -0 "$p" 2>/dev/null && { rlog "$n still alive, SIGKILL"; kill -KILL "$p"; }
@@ -207,12 +242,12 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   RELEASE=${RELEASE:-2026.2}
   case "${1:-env}" in
     env) release_vars
-         printf 'REFENV_RELEASE=%q\nREFENV_API_PORT=%q\nREFENV_VHOST=%q\nREFENV_TRANSPORT_URL=%q\nREFENV_DB=%q\nREFENV_CHROOT=%q\nREFENV_VERSION=%q\n' \
-           "$RELEASE" "$REFENV_API_PORT" "$REFENV_VHOST" "$REFENV_TRANSPORT_URL" "$REFENV_DB" "$REFENV_CHROOT" "$(release_version)" ;;
+         printf 'REFENV_RELEASE=%q\nREFENV_API_PORT=%q\nREFENV_VHOST=%q\nREFENV_TRANSPORT_URL=%q\nREFENV_DB=%q\nREFENV_CHROOT=%q\nREFENV_VERSION=%q\nREFENV_MESSAGING=%q\nREFENV_LOGS=%q\n' \
+           "$RELEASE" "$REFENV_API_PORT" "$REFENV_VHOST" "$REFENV_TRANSPORT_URL" "$REFENV_DB" "$REFENV_CHROOT" "$(release_version)" "$REFENV_MESSAGING" "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME-*.log" ;;
     stop) release_stop ;;
     status) release_vars
             for n in server rpc-server periodic-workers api; do [ -s "$RRUN/$n.pid" ] && echo "$n pid $(cat "$RRUN/$n.pid") $(ralive "$RRUN/$n.pid" && echo alive || echo dead)"; done
-            echo "API 127.0.0.1:$REFENV_API_PORT: $(rapi_code); neutron $(release_version)" ;;
-    *) echo "usage: RELEASE=2025.1|2026.2 $0 env|stop|status" >&2; exit 2 ;;
+            echo "API 127.0.0.1:$REFENV_API_PORT: $(rapi_code); neutron $(release_version); vhost $REFENV_VHOST${REFENV_MESSAGING:+; messaging $REFENV_MESSAGING}" ;;
+    *) echo "usage: RELEASE=2025.1|2026.2 [MESSAGING=quorum|classic] $0 env|stop|status" >&2; exit 2 ;;
   esac
 fi
