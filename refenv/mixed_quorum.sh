@@ -64,6 +64,8 @@ check)
   API=http://127.0.0.1:9263/v2.0; H='X-Project-Id: smoke'; D=/run/refenv/2026.2-quorum/refovs
   api() { local m=$1 p=$2; shift 2; curl -sf -X "$m" -H "$H" -H 'Content-Type: application/json' "$API$p" "$@"; }
   BL=$(wc -l < /var/log/rabbitmq/rabbit@localhost.log)
+  RL=$(wc -l < $C/var/log/neutron/refenv-quorum-ovs-agent.log)
+  SL=$(cat $C/var/log/neutron/refenv-quorum-{rpc-server,api,periodic-workers}.log | wc -l)
   RELEASE=2026.2 MESSAGING=quorum HOLD=60 "$HERE/smoke.sh" > $OUT 2>&1 &
   SP=$!
   for i in $(seq 1 120); do grep -q HOLD $OUT && break; sleep 1; done
@@ -81,9 +83,9 @@ check)
   echo "agents: $(api GET /agents | jq -c '[.agents[] | {host, alive}]')"
   ovs-vsctl --db=unix:$D/db.sock del-port br-int $TAP; ip -n refq link del $TAP 2>/dev/null; api DELETE /ports/$PID
   wait $SP; echo "smoke rc=$?"; tail -3 $OUT | cut -c1-160
-  C=/var/lib/ovsagent-refenv/2026.2
-  n1=$(grep -cE ' ERROR |PRECONDITION|inequivalent' $C/var/log/neutron/refenv-quorum-ovs-agent.log)
-  n2=$(cat $C/var/log/neutron/refenv-quorum-{rpc-server,api,periodic-workers}.log | grep -cE 'PRECONDITION|inequivalent|MessagingTimeout')
+  # since the check started (the logs are appended to across runs; the agent's own stop logs an ERROR)
+  n1=$(tail -n +$((RL+1)) $C/var/log/neutron/refenv-quorum-ovs-agent.log | grep -cE ' ERROR |PRECONDITION|inequivalent')
+  n2=$(cat $C/var/log/neutron/refenv-quorum-{rpc-server,api,periodic-workers}.log | tail -n +$((SL+1)) | grep -cE 'PRECONDITION|inequivalent|MessagingTimeout')
   n3=$(tail -n +$((BL+1)) /var/log/rabbitmq/rabbit@localhost.log | grep -F "neutron-2026.2-quorum" | grep -cE 'precondition_failed|channel exception')
   echo "reference agent log: $n1 ERROR/406 lines; server logs: $n2 406/MessagingTimeout lines; broker log since the start, vhost neutron-2026.2-quorum: $n3 channel exceptions"
   [ "$st" = ACTIVE ] && grep -q PASS $OUT && [ "$n1$n2$n3" = 000 ] || { log "FAIL"; exit 1; }
