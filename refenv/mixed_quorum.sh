@@ -90,8 +90,11 @@ check)
   e1=$(tail -n +$((RL+1)) $C/var/log/neutron/refenv-quorum-ovs-agent.log | grep ' ERROR ' | grep -vc 'is unreachable')
   n2=$(cat $C/var/log/neutron/refenv-quorum-{rpc-server,api,periodic-workers}.log | tail -n +$((SL+1)) | grep -cE 'PRECONDITION|inequivalent|MessagingTimeout')
   n3=$(tail -n +$((BL+1)) /var/log/rabbitmq/rabbit@localhost.log | grep -F "neutron-2026.2-quorum" | grep -cE 'precondition_failed|channel exception')
+  SD=$(grep -o 'logs kept in [^)]*' $OUT | tail -1 | cut -d' ' -f4)
+  n4=missing; [ -f "$SD/ovs-agent.log" ] && n4=$(grep -cE 'PRECONDITION|inequivalent|declare failed' "$SD/ovs-agent.log")
+  echo "ovs-agent log ($SD/ovs-agent.log, until its stop): $n4 406/declare failures"
   echo "reference agent log: $n1 406 lines ($e1 other ERRORs besides 'AMQP server unreachable'); server logs: $n2 406/MessagingTimeout lines; broker log since the start, vhost neutron-2026.2-quorum: $n3 channel exceptions"
-  [ "$st" = ACTIVE ] && grep -q PASS $OUT && [ "$n1$n2$n3" = 000 ] || { log "FAIL"; exit 1; }
+  [ "$st" = ACTIVE ] && grep -q PASS $OUT && [ "$n1$n2$n3$n4" = 0000 ] || { log "FAIL"; exit 1; }
   log "PASS" ;;
 stop)
   helpers=$(for p in /proc/[0-9]*; do [ "$(readlink $p/root 2>/dev/null)" = "$C" ] && tr '\0' ' ' < $p/cmdline 2>/dev/null | grep -q "privsep-helper.*$CONF/openvswitch_agent.ini" && echo ${p#/proc/}; done; true)
