@@ -28,6 +28,10 @@ release_vars() {
   REFENV_MESSAGING=""
   messaging_vars || return 2
   REFENV_CONF=/etc/neutron/$REFENV_NAME
+  # AGENT=python: the chroot's reference agent as its own host on a private OVS (see release_agent)
+  REFENV_AGENT_HOST=refhv-${RELEASE//./-}${MESSAGING:+-$MESSAGING}   # oslo host: a numeric last label is refused
+  REFENV_OVS_NS=refenv-$RELEASE${MESSAGING:+-$MESSAGING}
+  REFENV_OVS_DIR=$RRUN/ovs
   MIRROR=${MIRROR:-http://deb.debian.org/debian}
   # what debootstrap puts in (uwsgi for 2026.2's API; the agent for AGENT=python later)
   INCLUDE=python3-neutron,neutron-common,python3-pymysql,neutron-openvswitch-agent,iproute2,procps,uwsgi-core,uwsgi-plugin-python3
@@ -219,7 +223,153 @@ release_setup() {
   rlog "neutron $(release_version) answers on http://127.0.0.1:$REFENV_API_PORT/v2.0 (vhost $REFENV_VHOST, database $REFENV_DB)"
 }
 
+# ------------------------------------------------------------------ AGENT=python
+# The release's own neutron-openvswitch-agent (from the chroot) as host $REFENV_AGENT_HOST, on a
+# private Open vSwitch: the host's ovsdb-server and ovs-vswitchd (the OVS ovs-agent runs against
+# here), datapath netdev, in network namespace $REFENV_OVS_NS with their sockets in
+# $REFENV_OVS_DIR. It touches neither the system OVS nor host hv1: no e2e lock is needed.
+# - Every process of that hypervisor (both OVS daemons, the agent and what it spawns) runs in a
+#   mount namespace of its own where $REFENV_OVS_DIR is bound on /run/openvswitch (the agent: on
+#   the chroot's /run/openvswitch). The agent's configuration is refenv's Zed one (ovsdb_connection
+#   unix:/var/run/openvswitch/db.sock), and the Manager it adds for that path (punix:) is the
+#   private ovsdb-server's own socket, never the system one's.
+# - The netns has its own loopback: the agent's OpenFlow controller (127.0.0.1:6633) is reached
+#   by the private ovs-vswitchd only (no clash with Zed's agent), and RabbitMQ is relayed into it
+#   as 127.0.0.1:5672 by two socat (host: unix socket -> 127.0.0.1:5672; netns: the reverse).
+# - root_helper is rootwrap without sudo (everything runs as root inside the chroot).
+hvexec() { # CMD...: in the netns, with the private OVS's directory on /run/openvswitch
+  ip netns exec "$REFENV_OVS_NS" unshare -m --propagation private \
+    sh -c 'mount --bind "$0" /run/openvswitch && exec "$@"' "$REFENV_OVS_DIR" "$@"
+}
+hvsctl() { ovs-vsctl --timeout=10 --db="unix:$REFENV_OVS_DIR/db.sock" "$@"; }
+
+release_ovs_start() {
+  local D=$REFENV_OVS_DIR
+  mkdir -p "$D"
+  ip netns list | grep -qx "$REFENV_OVS_NS\( .*\)\?" || { ip netns add "$REFENV_OVS_NS"; ip -n "$REFENV_OVS_NS" link set lo up; }
+  export OVS_RUNDIR=$D OVS_DBDIR=$D OVS_LOGDIR=$D
+  if ! ralive "$D/ovsdb-server.pid"; then
+    [ -e "$D/conf.db" ] || ovsdb-tool create "$D/conf.db" /usr/share/openvswitch/vswitch.ovsschema
+    hvexec ovsdb-server "$D/conf.db" --remote="punix:$D/db.sock" --pidfile="$D/ovsdb-server.pid" \
+      --log-file="$D/ovsdb-server.log" -vconsole:off --detach --no-chdir
+    hvsctl --no-wait init
+  fi
+  ralive "$D/ovs-vswitchd.pid" || hvexec ovs-vswitchd "unix:$D/db.sock" --pidfile="$D/ovs-vswitchd.pid" \
+      --log-file="$D/ovs-vswitchd.log" -vconsole:off --detach --no-chdir
+  unset OVS_RUNDIR OVS_DBDIR OVS_LOGDIR
+  hvsctl --may-exist add-br br-phys -- set Bridge br-phys datapath_type=netdev
+  # the system OVS must not have been touched (the bind mounts stay in their namespaces)
+  mountpoint -q /run/openvswitch && { rlog "BUG: /run/openvswitch is a mount point on the host"; return 1; }
+  rlog "private OVS: netns $REFENV_OVS_NS, ovsdb-server $(cat "$D/ovsdb-server.pid"), ovs-vswitchd $(cat "$D/ovs-vswitchd.pid"), sockets in $D"
+}
+
+release_relay_start() {
+  local sock=$RRUN/amqp.sock
+  if ! ralive "$RRUN/amqp-relay-host.pid"; then
+    (exec setsid socat "UNIX-LISTEN:$sock,fork,unlink-early" TCP:127.0.0.1:5672) > /dev/null 2>&1 < /dev/null &
+    echo $! > "$RRUN/amqp-relay-host.pid"
+  fi
+  if ! ralive "$RRUN/amqp-relay-ns.pid"; then
+    (exec setsid ip netns exec "$REFENV_OVS_NS" socat TCP-LISTEN:5672,bind=127.0.0.1,fork,reuseaddr "UNIX-CONNECT:$sock") > /dev/null 2>&1 < /dev/null &
+    echo $! > "$RRUN/amqp-relay-ns.pid"
+  fi
+  local i
+  for i in $(seq 1 50); do ip netns exec "$REFENV_OVS_NS" bash -c 'exec 3<>/dev/tcp/127.0.0.1/5672' 2>/dev/null && return 0; sleep 0.1; done
+  rlog "AMQP relay into $REFENV_OVS_NS does not answer"; return 1
+}
+
+# agent_ini OUT HOST: refenv's openvswitch_agent.ini for the chroot's agent.
+agent_ini() {
+  sed -e "s|^host = .*|host = $2|" \
+      -e "s|^\[agent\]\$|[agent]\n# written by refenv/release.sh: root inside the chroot, no sudo\nroot_helper = neutron-rootwrap /etc/neutron/rootwrap.conf|" \
+      "$HERE/etc/neutron/openvswitch_agent.ini" > "$1"
+}
+
+agent_field() { # alive | started_at of the agent row of $REFENV_AGENT_HOST
+  curl -s "http://127.0.0.1:$REFENV_API_PORT/v2.0/agents?host=$REFENV_AGENT_HOST&binary=neutron-openvswitch-agent" \
+    | jq -r ".agents[0].$1 // empty" 2>/dev/null || true
+}
+agent_alive() { agent_field alive; }
+
+release_agent() {
+  release_vars
+  mkdir -p "$RRUN"
+  [ "$(rapi_code)" = 200 ] || { rlog "the $RELEASE API does not answer: run RELEASE=$RELEASE refenv/setup.sh first"; return 1; }
+  chroot_mounts "$REFENV_CHROOT"
+  mkdir -p "$REFENV_CHROOT/run/openvswitch" "$REFENV_CHROOT/var/lib/neutron/lock" "$REFENV_CHROOT/var/log/neutron"
+  release_ovs_start
+  release_relay_start
+  # a restarted agent's row says alive until agent_down_time passes: wait for a new started_at
+  local before=""
+  if ralive "$RRUN/ovs-agent.pid"; then
+    rlog "reference agent runs (pid $(cat "$RRUN/ovs-agent.pid")): left as it is"
+  else
+    before=$(agent_field started_at)
+    agent_ini "$REFENV_CHROOT$REFENV_CONF/openvswitch_agent.ini" "$REFENV_AGENT_HOST"
+    # ip netns exec, unshare, sh, chroot exec in turn: $! is the agent's pid. /sys is mounted
+    # again in the chroot so that it shows the netns's devices.
+    (cd / && exec setsid nohup ip netns exec "$REFENV_OVS_NS" unshare -m --propagation private sh -c \
+      'mount --bind "$1" "$0/run/openvswitch" && mount -t sysfs sysfs "$0/sys" && shift && exec chroot "$0" "$@"' \
+      "$REFENV_CHROOT" "$REFENV_OVS_DIR" /usr/bin/neutron-openvswitch-agent \
+      --config-file "$REFENV_CONF/neutron.conf" --config-file "$REFENV_CONF/openvswitch_agent.ini" \
+      --log-file "/var/log/neutron/$REFENV_NAME-ovs-agent.log") \
+      > "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME-ovs-agent.stdout" 2>&1 < /dev/null &
+    echo $! > "$RRUN/ovs-agent.pid"
+    rlog "reference agent pid $(cat "$RRUN/ovs-agent.pid") as host $REFENV_AGENT_HOST (log $REFENV_CHROOT/var/log/neutron/$REFENV_NAME-ovs-agent.log)"
+  fi
+  local i a=""
+  for i in $(seq 1 180); do
+    a=$(agent_alive); [ "$a" = true ] && [ "$(agent_field started_at)" != "$before" ] && break
+    ralive "$RRUN/ovs-agent.pid" || { tail -20 "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME-ovs-agent.log" "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME-ovs-agent.stdout" 2>/dev/null; rlog "reference agent exited"; return 1; }
+    sleep 1
+  done
+  [ "$a" = true ] || { rlog "reference agent $REFENV_AGENT_HOST not alive after 180 s"; return 1; }
+  rlog "reference agent $REFENV_AGENT_HOST alive (neutron $(release_version))"
+}
+
+# pids of processes whose root is the chroot and whose command line names the agent's ini
+# (the agent's privsep helpers: daemonised, reparented to init)
+agent_helpers() {
+  local p
+  for p in /proc/[0-9]*; do
+    [ "$(readlink "$p/root" 2>/dev/null)" = "$REFENV_CHROOT" ] || continue
+    tr '\0' ' ' < "$p/cmdline" 2>/dev/null | grep -q "privsep-helper.*$REFENV_CONF/openvswitch_agent.ini" && echo "${p#/proc/}"
+  done
+  return 0
+}
+
+stop_pid() { # pidfile word grace-seconds
+  [ -s "$1" ] || return 0
+  local p; p=$(cat "$1")
+  if kill -0 "$p" 2>/dev/null && tr '\0' ' ' < "/proc/$p/cmdline" | grep -q -- "$2"; then
+    rlog "stopping $(basename "$1" .pid) pid $p"; kill -TERM "$p"
+    for _ in $(seq 1 $(( $3 * 2 ))); do kill -0 "$p" 2>/dev/null || break; sleep 0.5; done
+    kill -0 "$p" 2>/dev/null && { rlog "$(basename "$1" .pid) still alive, SIGKILL"; kill -KILL "$p"; }
+  fi
+  rm -f "$1"
+}
+
+release_agent_stop() {
+  release_vars
+  local p helpers
+  helpers=$(agent_helpers)
+  # the reference ignores SIGTERM for more than 15 s
+  stop_pid "$RRUN/ovs-agent.pid" neutron-openvswitch-agent 20
+  for p in $helpers $(agent_helpers); do
+    [ "$(readlink "/proc/$p/root" 2>/dev/null)" = "$REFENV_CHROOT" ] && { rlog "stopping privsep helper $p"; kill -TERM "$p" 2>/dev/null; }
+  done
+  stop_pid "$RRUN/amqp-relay-ns.pid" socat 5
+  stop_pid "$RRUN/amqp-relay-host.pid" socat 5
+  stop_pid "$REFENV_OVS_DIR/ovs-vswitchd.pid" ovs-vswitchd 10
+  stop_pid "$REFENV_OVS_DIR/ovsdb-server.pid" ovsdb-server 10
+  if ip netns list | grep -qx "$REFENV_OVS_NS\( .*\)\?"; then
+    [ -z "$(ip netns pids "$REFENV_OVS_NS")" ] && ip netns del "$REFENV_OVS_NS" && rlog "netns $REFENV_OVS_NS deleted"
+  fi
+  return 0
+}
+
 release_stop() {
+  release_agent_stop
   release_vars
   local n p
   for n in api periodic-workers rpc-server server; do
@@ -242,12 +392,17 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   RELEASE=${RELEASE:-2026.2}
   case "${1:-env}" in
     env) release_vars
-         printf 'REFENV_RELEASE=%q\nREFENV_API_PORT=%q\nREFENV_VHOST=%q\nREFENV_TRANSPORT_URL=%q\nREFENV_DB=%q\nREFENV_CHROOT=%q\nREFENV_VERSION=%q\nREFENV_MESSAGING=%q\nREFENV_LOGS=%q\n' \
-           "$RELEASE" "$REFENV_API_PORT" "$REFENV_VHOST" "$REFENV_TRANSPORT_URL" "$REFENV_DB" "$REFENV_CHROOT" "$(release_version)" "$REFENV_MESSAGING" "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME-*.log" ;;
+         printf 'REFENV_RELEASE=%q\nREFENV_API_PORT=%q\nREFENV_VHOST=%q\nREFENV_TRANSPORT_URL=%q\nREFENV_DB=%q\nREFENV_CHROOT=%q\nREFENV_VERSION=%q\nREFENV_MESSAGING=%q\nREFENV_LOGS=%q\nREFENV_AGENT_HOST=%q\nREFENV_OVS_NS=%q\nREFENV_OVS_DIR=%q\n' \
+           "$RELEASE" "$REFENV_API_PORT" "$REFENV_VHOST" "$REFENV_TRANSPORT_URL" "$REFENV_DB" "$REFENV_CHROOT" "$(release_version)" "$REFENV_MESSAGING" "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME-*.log" "$REFENV_AGENT_HOST" "$REFENV_OVS_NS" "$REFENV_OVS_DIR" ;;
     stop) release_stop ;;
     status) release_vars
             for n in server rpc-server periodic-workers api; do [ -s "$RRUN/$n.pid" ] && echo "$n pid $(cat "$RRUN/$n.pid") $(ralive "$RRUN/$n.pid" && echo alive || echo dead)"; done
-            echo "API 127.0.0.1:$REFENV_API_PORT: $(rapi_code); neutron $(release_version); vhost $REFENV_VHOST${REFENV_MESSAGING:+; messaging $REFENV_MESSAGING}" ;;
-    *) echo "usage: RELEASE=2025.1|2026.2 [MESSAGING=quorum|classic] $0 env|stop|status" >&2; exit 2 ;;
+            echo "API 127.0.0.1:$REFENV_API_PORT: $(rapi_code); neutron $(release_version); vhost $REFENV_VHOST${REFENV_MESSAGING:+; messaging $REFENV_MESSAGING}"
+            if [ -s "$RRUN/ovs-agent.pid" ]; then
+              echo "reference agent pid $(cat "$RRUN/ovs-agent.pid") $(ralive "$RRUN/ovs-agent.pid" && echo alive || echo dead), host $REFENV_AGENT_HOST alive in the API: $(agent_alive); private OVS netns $REFENV_OVS_NS, $REFENV_OVS_DIR"
+            fi ;;
+    agent) release_agent ;;
+    agent-stop) release_agent_stop ;;
+    *) echo "usage: RELEASE=2025.1|2026.2 [MESSAGING=quorum|classic] $0 env|status|agent|ref-stop|agent-stop|stop" >&2; exit 2 ;;
   esac
 fi
