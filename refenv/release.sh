@@ -331,9 +331,9 @@ release_agent() {
 # (the agent's privsep helpers: daemonised, reparented to init)
 agent_helpers() {
   local p
-  for p in /proc/[0-9]*; do
-    [ "$(readlink "$p/root" 2>/dev/null)" = "$REFENV_CHROOT" ] || continue
-    tr '\0' ' ' < "$p/cmdline" 2>/dev/null | grep -q "privsep-helper.*$REFENV_CONF/openvswitch_agent.ini" && echo "${p#/proc/}"
+  # candidates by command line (a scan of every /proc entry took a minute on a busy machine)
+  for p in $(pgrep -f "privsep-helper.*$REFENV_CONF/openvswitch_agent.ini" || true); do
+    [ "$(readlink "/proc/$p/root" 2>/dev/null)" = "$REFENV_CHROOT" ] && echo "$p"
   done
   return 0
 }
@@ -349,7 +349,8 @@ stop_pid() { # pidfile word grace-seconds
   rm -f "$1"
 }
 
-release_agent_stop() {
+# release_ref_stop: the reference agent and its privsep helpers only (its OVS stays: a takeover)
+release_ref_stop() {
   release_vars
   local p helpers
   helpers=$(agent_helpers)
@@ -358,6 +359,11 @@ release_agent_stop() {
   for p in $helpers $(agent_helpers); do
     [ "$(readlink "/proc/$p/root" 2>/dev/null)" = "$REFENV_CHROOT" ] && { rlog "stopping privsep helper $p"; kill -TERM "$p" 2>/dev/null; }
   done
+  return 0
+}
+
+release_agent_stop() {
+  release_ref_stop
   stop_pid "$RRUN/amqp-relay-ns.pid" socat 5
   stop_pid "$RRUN/amqp-relay-host.pid" socat 5
   stop_pid "$REFENV_OVS_DIR/ovs-vswitchd.pid" ovs-vswitchd 10
@@ -403,6 +409,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
             fi ;;
     agent) release_agent ;;
     agent-stop) release_agent_stop ;;
+    ref-stop) release_ref_stop ;;
     *) echo "usage: RELEASE=2025.1|2026.2 [MESSAGING=quorum|classic] $0 env|status|agent|ref-stop|agent-stop|stop" >&2; exit 2 ;;
   esac
 fi
