@@ -143,11 +143,13 @@ sleep 3
 kill -INT "$PINGPID"; wait "$PINGPID" 2>/dev/null || true; PINGPID=""
 kill -TERM "$TCPPID"; wait "$TCPPID" 2>/dev/null || true; TCPPID=""
 kill "$WATCHPID"; WATCHPID=""
-PING=$(grep 'packets transmitted' "$D/ping.txt")
-sent=$(awk '{print $1}' <<<"$PING"); recv=$(awk '{print $4}' <<<"$PING")
+# lost = sequence numbers missing up to the last reply (the one request in flight when ping is
+# interrupted is not a loss: seen as "158 transmitted, 157 received" with no gap)
+recv=$(grep -c 'icmp_seq=' "$D/ping.txt" || true)
+sent=$(grep -o 'icmp_seq=[0-9]*' "$D/ping.txt" | tail -1 | cut -d= -f2); sent=${sent:-0}
 TCP=$(cat "$D/tcp.txt" 2>/dev/null || echo "no result")
 NONACTIVE=$(sort -u "$D/status.txt" 2>/dev/null | wc -l)
-log "ping across the swap: sent $sent, received $recv, lost $((sent - recv))"
+log "ping across the swap: $sent sent up to the last reply, $recv received, lost $((sent - recv)) ($(grep 'packets transmitted' "$D/ping.txt"))"
 log "TCP session: $TCP"
 log "port status polls: $NONACTIVE non-ACTIVE observations; now $(active) of $N ACTIVE"
 log "flows by cookie after: $(cookies | awk '{print $2"="$1}' | tr '\n' ' ')"
