@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,6 +94,34 @@ func DefaultTransportURL() string {
 		return u
 	}
 	return "rabbit://guest:guest@127.0.0.1:5672/"
+}
+
+// TransportVia is DefaultTransportURL through another broker address (a relay on
+// 127.0.0.1:port) and, when user is set, as another user: the vhost stays the
+// one of the release's server.
+func TransportVia(port int, user, pass string) string {
+	u, err := url.Parse(DefaultTransportURL())
+	if err != nil {
+		return fmt.Sprintf("rabbit://guest:guest@127.0.0.1:%d/", port)
+	}
+	u.Host = fmt.Sprintf("127.0.0.1:%d", port)
+	if user != "" {
+		u.User = url.UserPassword(user, pass)
+	}
+	return u.String()
+}
+
+// TransportVHost is the vhost of DefaultTransportURL ("/" for Zed's).
+func TransportVHost() string {
+	u, err := url.Parse(DefaultTransportURL())
+	if err != nil || strings.TrimPrefix(u.Path, "/") == "" {
+		return "/"
+	}
+	v, err := url.PathUnescape(strings.TrimPrefix(u.Path, "/"))
+	if err != nil {
+		return "/"
+	}
+	return v
 }
 
 // MessagingOptions is $OVSAGENT_E2E_MESSAGING: [oslo_messaging_rabbit] options every agent
