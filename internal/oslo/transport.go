@@ -315,25 +315,29 @@ func (t *Transport) Close() error {
 
 func (t *Transport) run(first chan<- error) {
 	defer t.wg.Done()
-	attempt := 0
+	failed := 0        // consecutive failed connection attempts
+	prev := -1         // index in URL.Hosts of the previous attempt's broker
 	setupFailures := 0 // consecutive connections whose consumers could not be declared
 	hadSession := false
 	for t.ctx.Err() == nil {
-		sess, err := t.connect(attempt)
+		idx, wait := nextDial(len(t.cfg.URL.Hosts), prev, failed, t.retryDelay)
+		if !sleepCtx(t.ctx, wait) {
+			return
+		}
+		prev = idx
+		sess, err := t.connect(idx)
 		if err != nil && first != nil {
 			first <- err
 			first = nil
 		}
 		if err != nil {
-			d := t.retryDelay(attempt)
-			t.log.Warn("oslo: connect failed", "url", t.cfg.URL.String(), "attempt", attempt+1, "retry_in", d, "err", err)
-			attempt++
-			if !sleepCtx(t.ctx, d) {
-				return
-			}
+			failed++
+			_, d := nextDial(len(t.cfg.URL.Hosts), prev, failed, t.retryDelay)
+			t.log.Warn("oslo: connect failed", "url", t.cfg.URL.String(), "host", t.cfg.URL.Hosts[idx].Addr(),
+				"attempt", failed, "retry_in", d, "err", err)
 			continue
 		}
-		attempt = 0
+		failed = 0
 		closed := sess.conn.NotifyClose(make(chan *amqp.Error, 1))
 		blocked := sess.conn.NotifyBlocked(make(chan amqp.Blocking, 4))
 		go func() { // ends when the connection closes the channel
@@ -355,7 +359,8 @@ func (t *Transport) run(first chan<- error) {
 			t.mu.Lock()
 			t.declErr = nil
 			t.mu.Unlock()
-			t.log.Info("oslo: connected", "url", t.cfg.URL.String(), "reply_queue", t.replyQ, "reconnect", hadSession)
+			t.log.Info("oslo: connected", "url", t.cfg.URL.String(), "host", t.cfg.URL.Hosts[idx].Addr(),
+				"reply_queue", t.replyQ, "reconnect", hadSession)
 			if hadSession {
 				t.mu.Lock()
 				t.stats.Reconnects++
@@ -387,10 +392,31 @@ func (t *Transport) run(first chan<- error) {
 			_ = sess.conn.Close()
 			return
 		}
-		if !sleepCtx(t.ctx, t.retryDelay(setupFailures)) {
-			return
+		// A connection whose consumers could not be declared is retried after the
+		// delay (the cluster refuses the same everywhere), and so is the only broker.
+		// With several, a lost connection goes to the next broker at once (nextDial).
+		if setupFailures > 0 || len(t.cfg.URL.Hosts) == 1 {
+			if !sleepCtx(t.ctx, t.retryDelay(setupFailures)) {
+				return
+			}
 		}
 	}
+}
+
+// nextDial is kombu's round-robin failover, which oslo.messaging uses
+// (kombu_failover_strategy): each attempt goes to the broker after the previous
+// attempt's one, at once, until every broker has failed once in a row; only then
+// does it wait the retry delay (delay(0), delay(1)... per full round). hosts is the
+// number of brokers in transport_url, prev the index of the previous attempt's
+// broker (-1 before the first), failed the consecutive failed attempts. A lost
+// connection is prev with failed 0: the next broker, without waiting, so a killed
+// cluster node costs one dial.
+func nextDial(hosts, prev, failed int, delay func(int) time.Duration) (idx int, wait time.Duration) {
+	idx = (prev + 1) % hosts
+	if failed > 0 && failed%hosts == 0 {
+		wait = delay(failed/hosts - 1)
+	}
+	return idx, wait
 }
 
 // retryDelay follows kombu's ensure(): interval_start, +interval_step each time, capped.
@@ -402,8 +428,9 @@ func (t *Transport) retryDelay(attempt int) time.Duration {
 	return d
 }
 
-func (t *Transport) connect(attempt int) (*session, error) {
-	h := t.cfg.URL.Hosts[attempt%len(t.cfg.URL.Hosts)]
+// connect dials URL.Hosts[idx].
+func (t *Transport) connect(idx int) (*session, error) {
+	h := t.cfg.URL.Hosts[idx]
 	scheme := "amqp"
 	var tc *tls.Config
 	if t.cfg.TLS != nil {
