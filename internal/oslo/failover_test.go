@@ -106,7 +106,7 @@ func TestLostConnectionFailsOverToNextHost(t *testing.T) {
 	cleanupTopic(t, ex, topic, "srv")
 	logs := &logRecorder{tb: t}
 	srv, err := Dial(context.Background(), Config{URL: u, Host: "srv", ControlExchange: ex, Logger: slog.New(logs),
-		RetryInterval: 2 * time.Second, RetryBackoff: time.Second, RetryMax: 5 * time.Second})
+		RetryInterval: 2 * time.Second, RetryBackoff: time.Second, RetryMax: 5 * time.Second, keepHostOrder: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,5 +131,40 @@ func TestLostConnectionFailsOverToNextHost(t *testing.T) {
 	defer cancel()
 	if _, err := cli.Call(ctx, Target{Topic: topic, Server: "srv"}, "echo", nil); err != nil {
 		t.Fatalf("call after failover: %v", err)
+	}
+}
+
+// oslo shuffles transport_url's brokers for each connection: every broker
+// comes first for some processes, the caller's list is left as it is.
+func TestHostsShuffled(t *testing.T) {
+	// closed ports of this machine: each Dial fails at once and returns
+	hosts := []Host{{Host: "127.0.0.1", Port: 1}, {Host: "127.0.0.1", Port: 2}, {Host: "127.0.0.1", Port: 3}}
+	reverse := func(n int, swap func(i, j int)) {
+		for i := 0; i < n/2; i++ {
+			swap(i, n-1-i)
+		}
+	}
+	got := shuffledHosts(hosts, reverse)
+	if got[0].Port != 3 || got[1].Port != 2 || got[2].Port != 1 || hosts[0].Port != 1 {
+		t.Fatalf("shuffledHosts = %v (input now %v)", got, hosts)
+	}
+	first := map[int]int{}
+	for i := 0; i < 60; i++ {
+		u := TransportURL{Hosts: hosts}
+		tr, err := Dial(context.Background(), Config{URL: u, Host: "h", RetryInterval: time.Hour,
+			Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first[tr.cfg.URL.Hosts[0].Port]++
+		if len(tr.cfg.URL.Hosts) != 3 {
+			t.Fatalf("hosts %v", tr.cfg.URL.Hosts)
+		}
+		tr.Close()
+	}
+	for _, h := range hosts {
+		if first[h.Port] == 0 {
+			t.Errorf("broker %s never first in 60 transports: %v", h.Addr(), first)
+		}
 	}
 }

@@ -221,7 +221,7 @@ func TestFailoverToSecondHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := &logRecorder{tb: t}
-	tr, err := Dial(context.Background(), Config{URL: u, Host: "h", Logger: slog.New(logs), RetryInterval: 50 * time.Millisecond})
+	tr, err := Dial(context.Background(), Config{URL: u, Host: "h", Logger: slog.New(logs), RetryInterval: 50 * time.Millisecond, keepHostOrder: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -68,6 +69,9 @@ type Config struct {
 	// MissingReplyQueueTimeout is how long a reply to a queue that does not exist is
 	// retried (kombu_missing_consumer_retry_timeout, 60s).
 	MissingReplyQueueTimeout time.Duration
+	// keepHostOrder dials the brokers in the URL's order instead of oslo's shuffled
+	// one (tests that need to know which broker comes first).
+	keepHostOrder bool
 	// Queues shapes the declarations (queue types, durability, names) as oslo's options.
 	Queues Queues
 }
@@ -228,6 +232,9 @@ func Dial(ctx context.Context, cfg Config) (*Transport, error) {
 	if err := cfg.Queues.Validate(); err != nil {
 		return nil, fmt.Errorf("oslo: dial: %w", err)
 	}
+	if !cfg.keepHostOrder {
+		cfg.URL.Hosts = shuffledHosts(cfg.URL.Hosts, rand.Shuffle)
+	}
 	t := &Transport{
 		cfg:      cfg,
 		log:      cfg.Logger.With("component", "oslo"),
@@ -325,6 +332,7 @@ func (t *Transport) run(first chan<- error) {
 			return
 		}
 		prev = idx
+		dialStart := time.Now()
 		sess, err := t.connect(idx)
 		if err != nil && first != nil {
 			first <- err
@@ -359,8 +367,10 @@ func (t *Transport) run(first chan<- error) {
 			t.mu.Lock()
 			t.declErr = nil
 			t.mu.Unlock()
+			// setup: from the dial to every consumer declared (on a cluster, quorum
+			// queues whose leader died answer once a new leader is elected)
 			t.log.Info("oslo: connected", "url", t.cfg.URL.String(), "host", t.cfg.URL.Hosts[idx].Addr(),
-				"reply_queue", t.replyQ, "reconnect", hadSession)
+				"reply_queue", t.replyQ, "reconnect", hadSession, "setup", time.Since(dialStart).Round(time.Millisecond))
 			if hadSession {
 				t.mu.Lock()
 				t.stats.Reconnects++
@@ -417,6 +427,19 @@ func nextDial(hosts, prev, failed int, delay func(int) time.Duration) (idx int, 
 		wait = delay(failed/hosts - 1)
 	}
 	return idx, wait
+}
+
+// shuffledHosts is a copy of hosts in the order shuffle gives, as oslo's rabbit
+// driver shuffles transport_url's brokers once per connection: the processes of a
+// cloud spread over the cluster's nodes instead of all starting on the first one
+// (and all failing over together when it dies). Failover then goes round-robin
+// through this order (nextDial).
+func shuffledHosts(hosts []Host, shuffle func(n int, swap func(i, j int))) []Host {
+	out := append([]Host(nil), hosts...)
+	if len(out) > 1 {
+		shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	}
+	return out
 }
 
 // retryDelay follows kombu's ensure(): interval_start, +interval_step each time, capped.
