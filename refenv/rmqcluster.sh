@@ -8,6 +8,7 @@
 #   rmqcluster.sh down      stop the server and the nodes (data kept: the next up is fast)
 #   rmqcluster.sh purge     down, then remove the data directory and drop neutron_rmqc
 #   rmqcluster.sh status    cluster status and pids
+#   rmqcluster.sh running   exit 0 when the three nodes and the server run (their pid files checked)
 #   rmqcluster.sh ctl N ARGS...   rabbitmqctl against node N (1..3) with the cluster's cookie
 #   rmqcluster.sh env       the variables a test needs (transport URL, API URL, ctl wrapper)
 # Idempotent: what runs is left running. The system node (rabbit@localhost on 5672) is never
@@ -201,10 +202,11 @@ case "${1:-status}" in
     for n in $NODES; do d=$(node_dir "$n"); echo "$(node_name "$n") port $((PORT0+n)) beam $(cat "$d/beam.pid" 2>/dev/null || echo -) up=$(node_up "$n" && echo yes || echo no)"; done
     echo "neutron-server :$API_PORT pid $(cat "$BASE/neutron/server.pid" 2>/dev/null || echo -) api=$(api_code)"
     for n in $NODES; do node_up "$n" && { ctl "$n" -q cluster_status; break; }; done ;;
+  running) beam_ok 1 && beam_ok 2 && beam_ok 3 && pid_ok "$BASE/neutron/server.pid" neutron-server ;;
   ctl) shift; ctl "$@" ;;
   env)
     echo "RMQC_TRANSPORT_URL=$(transport_url)"
     echo "RMQC_NEUTRON_URL=http://127.0.0.1:$API_PORT/v2.0"
     echo "RMQC_BASE=$BASE" ;;
-  *) echo "usage: $0 up|nodes|down|purge|status|ctl N ARGS|env" >&2; exit 2 ;;
+  *) echo "usage: $0 up|nodes|down|purge|status|running|ctl N ARGS|env" >&2; exit 2 ;;
 esac

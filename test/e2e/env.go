@@ -144,8 +144,10 @@ func Main(m *testing.M) int {
 // Sweep removes what earlier runs left: ports, security groups and networks
 // of project e2e named e2e-*, and the namespaces and taps derived from those
 // ports.
-func Sweep(ctx context.Context) error {
-	n := NewNeutron(Project)
+func Sweep(ctx context.Context) error { return SweepNeutron(ctx, NewNeutron(Project)) }
+
+// SweepNeutron is Sweep against one server (the cluster test's own server too).
+func SweepNeutron(ctx context.Context, n *Neutron) error {
 	ports, err := n.ListPorts(ctx, url.Values{"project_id": {Project}})
 	if err != nil {
 		return err
