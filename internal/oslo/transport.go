@@ -402,13 +402,14 @@ func (t *Transport) run(first chan<- error) {
 			_ = sess.conn.Close()
 			return
 		}
-		// A connection whose consumers could not be declared is retried after the
-		// delay (the cluster refuses the same everywhere), and so is the only broker.
-		// With several, a lost connection goes to the next broker at once (nextDial).
-		if setupFailures > 0 || len(t.cfg.URL.Hosts) == 1 {
-			if !sleepCtx(t.ctx, t.retryDelay(setupFailures)) {
-				return
-			}
+		// After a lost connection, the retry interval before the next broker, as
+		// oslo ("Trying again in 1 seconds"): when a cluster node dies, the others
+		// delete its classic (non-quorum) queues a few hundred ms after noticing;
+		// a reply or fanout queue re-declared before that is the dead node's and
+		// is deleted under its consumer, without a cancel (seen: replies lost for
+		// good, every call timing out).
+		if !sleepCtx(t.ctx, t.retryDelay(setupFailures)) {
+			return
 		}
 	}
 }
@@ -419,8 +420,8 @@ func (t *Transport) run(first chan<- error) {
 // does it wait the retry delay (delay(0), delay(1)... per full round). hosts is the
 // number of brokers in transport_url, prev the index of the previous attempt's
 // broker (-1 before the first), failed the consecutive failed attempts. A lost
-// connection is prev with failed 0: the next broker, without waiting, so a killed
-// cluster node costs one dial.
+// connection is prev with failed 0: the next broker (run has waited the retry
+// interval), so a killed cluster node costs no dial to it.
 func nextDial(hosts, prev, failed int, delay func(int) time.Duration) (idx int, wait time.Duration) {
 	idx = (prev + 1) % hosts
 	if failed > 0 && failed%hosts == 0 {
