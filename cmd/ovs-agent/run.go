@@ -30,6 +30,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	go watchdog(ctx, log)
 	ready := &readyOnce{log: log}
 	var a atomic.Pointer[agent.Agent]
+	var cacheRef atomic.Pointer[neutron.Cache]
 
 	// OVSDB first: a missing mapped bridge stops the agent before anything
 	// in OVS is changed.
@@ -52,6 +53,10 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		TransientQueuesTTL: cfg.Rabbit.TransientQueuesTTL, ResponseTimeout: cfg.Default.RPCResponseTimeout,
 		ResponseMaxTimeout: cfg.Default.RPCResponseMaxTimeout, Logger: log, PrefetchCount: cfg.Rabbit.QOSPrefetchCount,
 		Observer: observer{m: m, onReconnect: func() {
+			// pushes sent while disconnected are lost: the resync pulls again
+			if c := cacheRef.Load(); c != nil {
+				c.Unsatisfy()
+			}
 			if ag := a.Load(); ag != nil {
 				ag.Notify(agent.Resync{Reason: "broker-reconnect"})
 			}
@@ -78,6 +83,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		}
 	}})
 	cache.SetPuller(client)
+	cacheRef.Store(cache)
 	srv = &agent.NeutronServer{Client: client, Cache: cache, Host: cfg.Default.Host}
 
 	// Bridges, then one OpenFlow connection per bridge.

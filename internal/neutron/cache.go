@@ -435,6 +435,17 @@ func (c *Cache) Ensure(ctx context.Context, rtype string, filter Filter, agentRe
 	return c.Fill(ctx, rtype, missing, agentRestarted)
 }
 
+// Unsatisfy forgets which queries the server answered, keeping the resources:
+// Ensure asks again. Answered queries are kept current by the server's pushes;
+// after a broker reconnection some may have been missed (a fanout queue on a
+// dead cluster node, a push sent while no queue was bound), so a rule changed
+// then would never reach the firewall.
+func (c *Cache) Unsatisfy() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.satisfied = map[string]struct{}{}
+}
+
 // Forget drops a resource without recording a delete (the reference's
 // record_resource_remove): it may be fetched again.
 func (c *Cache) Forget(rtype, id string) {

@@ -463,3 +463,31 @@ func TestDetailsFollowNetworkSegmentationChange(t *testing.T) {
 		t.Errorf("segmentation_id = %d, want the port's 100", *d.SegmentationID)
 	}
 }
+
+// After Unsatisfy (a broker reconnection: pushes may have been missed) Ensure
+// asks the server again for a query it answered; the resources stay cached.
+func TestCacheUnsatisfyPullsAgain(t *testing.T) {
+	fp := &fakePuller{byID: map[string]Resource{}}
+	c := NewCache(CacheOptions{Puller: fp})
+	ctx := context.Background()
+	f := Filter{"security_group_id": {"sg1"}}
+	for i := 0; i < 2; i++ {
+		if err := c.Ensure(ctx, TypeSecurityGroupRule, f, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(fp.calls) != 1 {
+		t.Fatalf("pulls before Unsatisfy: %v, want one", fp.calls)
+	}
+	c.Update(&Port{ID: "p1", RevisionNumber: 1}, false)
+	c.Unsatisfy()
+	if err := c.Ensure(ctx, TypeSecurityGroupRule, f, false); err != nil {
+		t.Fatal(err)
+	}
+	if len(fp.calls) != 2 {
+		t.Fatalf("pulls after Unsatisfy: %v, want a second", fp.calls)
+	}
+	if c.Port("p1") == nil {
+		t.Fatal("Unsatisfy dropped a cached resource")
+	}
+}
