@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/ovsagent/ovsagent/internal/ovsdb/wire"
 )
@@ -46,15 +47,7 @@ func (c *Client) BridgeIfaces(ctx context.Context, bridge string) (ifaces []Brid
 			}
 		}
 	}
-	slices.SortFunc(ifaces, func(a, b BridgeIface) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(ifaces, func(a, b BridgeIface) int { return strings.Compare(a.Name, b.Name) })
 	return ifaces, true, nil
 }
 
@@ -221,4 +214,90 @@ func (c *Client) DeleteBridge(ctx context.Context, bridge string, also ...Bridge
 		return nil
 	}
 	return c.transact(ctx, "delete bridge "+bridge, ops, true)
+}
+
+// BridgeSnapshot is a bridge and its interfaces at one point.
+type BridgeSnapshot struct {
+	Name   string
+	UUID   string
+	Ifaces []BridgeIface
+}
+
+// WatchBridgePrefix sends the bridges whose name starts with prefix, with their
+// interfaces, each time the database changes them (first: what exists now, possibly
+// nothing). Reads are of a complete cache only, so a bridge is never reported gone
+// because of a refill. The channel closes when ctx ends.
+func (c *Client) WatchBridgePrefix(ctx context.Context, prefix string) <-chan []BridgeSnapshot {
+	out := make(chan []BridgeSnapshot, 4)
+	wake := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	id := c.addWatcher(poke)
+	poke()
+	go func() {
+		defer close(out)
+		defer c.removeWatcher(id)
+		var last []BridgeSnapshot
+		first := true
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-wake:
+			}
+			v, err := c.readView(ctx, false)
+			if err != nil || !v.complete {
+				continue
+			}
+			cur := snapshotPrefix(v, prefix)
+			if !first && snapshotsEqual(last, cur) {
+				continue
+			}
+			first, last = false, cur
+			select {
+			case out <- cur:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+func snapshotPrefix(v *view, prefix string) []BridgeSnapshot {
+	var out []BridgeSnapshot
+	for _, name := range slices.Sorted(maps.Keys(v.bridges)) {
+		if len(name) < len(prefix) || name[:len(prefix)] != prefix {
+			continue
+		}
+		b := v.bridges[name]
+		s := BridgeSnapshot{Name: name, UUID: b.UUID}
+		for _, pu := range b.Ports {
+			p := v.ports[pu]
+			if p == nil {
+				continue
+			}
+			for _, iu := range p.Interfaces {
+				if i := v.ifaces[iu]; i != nil {
+					s.Ifaces = append(s.Ifaces, BridgeIface{Name: i.Name, Type: i.Type,
+						ExternalIDs: maps.Clone(i.ExternalIDs), Options: maps.Clone(i.Options)})
+				}
+			}
+		}
+		slices.SortFunc(s.Ifaces, func(a, b BridgeIface) int { return strings.Compare(a.Name, b.Name) })
+		out = append(out, s)
+	}
+	return out
+}
+
+func snapshotsEqual(a, b []BridgeSnapshot) bool {
+	return slices.EqualFunc(a, b, func(x, y BridgeSnapshot) bool {
+		return x.Name == y.Name && x.UUID == y.UUID && slices.EqualFunc(x.Ifaces, y.Ifaces, func(p, q BridgeIface) bool {
+			return p.Name == q.Name && p.Type == q.Type && mapsEqual(p.ExternalIDs, q.ExternalIDs) && mapsEqual(p.Options, q.Options)
+		})
+	})
 }
