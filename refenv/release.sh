@@ -88,7 +88,9 @@ make_chroot() {
 write_conf() {
   local d=$REFENV_CHROOT/etc/neutron/refenv
   mkdir -p "$d" "$REFENV_CHROOT/var/lib/neutron/lock" "$REFENV_CHROOT/var/log/neutron"
-  install -m 644 "$HERE"/etc/neutron/ml2_conf.ini "$HERE"/etc/neutron/policy-none.yaml "$d/"
+  install -m 644 "$HERE"/etc/neutron/ml2_conf.ini "$d/"
+  # noauth's admin context has no roles; the binding API wants the service role (policy-chroot.yaml)
+  install -m 644 "$HERE"/etc/neutron/policy-chroot.yaml "$d/policy-none.yaml"
   sed -e "s|^bind_port = .*|bind_port = $REFENV_API_PORT|" \
       -e "s|^transport_url = .*|transport_url = $REFENV_TRANSPORT_URL|" \
       -e "s|^connection = .*|connection = mysql+pymysql://neutron:neutronpass@127.0.0.1/$REFENV_DB|" \

@@ -92,10 +92,15 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 
 	reporter := &neutron.Reporter{Client: client, Interval: cfg.Agent.ReportInterval}
 	opt := agentOptions(cfg)
+	features, err := buildFeatures(featureDeps{Config: cfg, OVSDB: oc, Client: client, Server: rpc, Cache: cache, OpenFlow: of, Metrics: m, Log: log}, nil)
+	if err != nil {
+		return err
+	}
 	ag := agent.New(opt, agent.Deps{
 		Switch: sw, Flows: of, Plugin: srv, Cache: srv, Metrics: m, Log: log,
 		OnOVSRestart: reporter.ForceStartFlag,
 		Conntrack:    conntrackFor(cfg, oc.RunDir()),
+		Features:     features,
 	})
 	a.Store(ag)
 	oc.OnReconnect(func() { ag.Notify(agent.Resync{Reason: "ovsdb-reconnect"}) })
@@ -124,7 +129,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	for _, br := range layout.Bridges() {
 		seen[br] = of.InstalledIn(br, unrebuiltTables)
 	}
-	if err := checkUnrebuilt(ctx, oc, layout, seen); err != nil {
+	if err := checkUnrebuilt(ctx, oc, layout, seen, features); err != nil {
 		return err
 	}
 	watchConnections(m, tr, oc, of, layout.Bridges())
@@ -133,7 +138,9 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		sys, _ := oc.System(ctx)
 		hv := hypervisorHostname(ctx)
 		reporter.Configurations = func() (neutron.AgentConfigurations, bool) {
-			return agentConfigurations(cfg, sys, hv, ag.Devices()), oc.Connected()
+			c := agentConfigurations(cfg, sys, hv, ag.Devices())
+			featureConfigurations(&c, features)
+			return c, oc.Connected()
 		}
 		reporter.Synced = ag.InSync
 		reporter.OnReport = func(res string, err error) {
@@ -365,7 +372,11 @@ func explain(ctx context.Context, cfg *config.Config, log *slog.Logger, portID s
 			return err
 		}
 	}
-	return agent.ExplainOffline(opt, l, vif, dev, groups, members).Write(w)
+	features, err := buildFeatures(featureDeps{Config: cfg, OVSDB: oc, Log: log, DryRun: true}, nil)
+	if err != nil {
+		return err
+	}
+	return agent.ExplainOffline(opt, l, vif, dev, groups, members, features...).Write(w)
 }
 
 // conntrackFor is the conntrack cleanup of the OVS firewall: ovs-vswitchd's

@@ -73,9 +73,14 @@ func takeoverDryRun(ctx context.Context, cfg *config.Config, log *slog.Logger, w
 		return fmt.Errorf("ovsdb_connection %s: %w", cfg.OVS.OVSDBConnection, err)
 	}
 	defer oc.Close()
-	if err := checkUnrebuilt(ctx, oc, in.Layout, in.Installed); err != nil {
+	features, err := buildFeatures(featureDeps{Config: cfg, OVSDB: oc, Log: log, DryRun: true}, nil)
+	if err != nil {
 		return err
 	}
+	if err := checkUnrebuilt(ctx, oc, in.Layout, in.Installed, features); err != nil {
+		return err
+	}
+	in.Features = features
 	return agent.PlanTakeover(agentOptions(cfg), *in).Write(w)
 }
 

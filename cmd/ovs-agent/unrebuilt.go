@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/ovsagent/ovsagent/internal/agent"
+	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/openflow"
 	"github.com/ovsagent/ovsagent/internal/ovsdb"
 )
@@ -14,7 +15,7 @@ import (
 // reference's features that ovs-agent would sweep and not rebuild (DVR
 // flows, QoS rows and rate-limit flows, trunk bridges, log flows): the
 // traffic that state carries would break. One error naming every reason.
-func checkUnrebuilt(ctx context.Context, oc *ovsdb.Client, l agent.BridgeLayout, flows map[string][]openflow.Flow) error {
+func checkUnrebuilt(ctx context.Context, oc *ovsdb.Client, l agent.BridgeLayout, flows map[string][]openflow.Flow, features []feature.Feature) error {
 	h := agent.HostState{Layout: l, Flows: flows}
 	var err error
 	if h.Bridges, err = oc.Bridges(ctx); err != nil {
@@ -26,7 +27,7 @@ func checkUnrebuilt(ctx context.Context, oc *ovsdb.Client, l agent.BridgeLayout,
 	if h.QueueRows, err = oc.CountRows(ctx, "Queue"); err != nil {
 		return err
 	}
-	if reasons := agent.UnrebuiltState(h); len(reasons) > 0 {
+	if reasons := agent.UnrebuiltState(h, features...); len(reasons) > 0 {
 		return fmt.Errorf("refusing to take this host over: it carries state ovs-agent would remove and not rebuild: %s", strings.Join(reasons, "; "))
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/firewall"
 	"github.com/ovsagent/ovsagent/internal/neutron"
 )
@@ -435,6 +436,16 @@ func ruleOf(r *neutron.SecurityGroupRule) (firewall.Rule, bool) {
 // the reference's synthesised notifications (spec §3.2). Use it as (part
 // of) neutron.CacheOptions.OnEvent.
 func NotifyFromCache(a *Agent, host string, ev neutron.Event) {
+	if a.resourceTypes[ev.Type] {
+		r := feature.Resource{Type: ev.Type, ID: ev.ID, Deleted: ev.Kind == neutron.Deleted, Changed: ev.Changed}
+		if ev.Old != nil {
+			r.Old = ev.Old
+		}
+		if ev.New != nil {
+			r.New = ev.New
+		}
+		a.Notify(ResourceChanged{r})
+	}
 	for _, n := range neutron.Synthesize(ev) {
 		switch n.Kind {
 		case neutron.PortUpdate:

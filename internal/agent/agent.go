@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/firewall"
 	"github.com/ovsagent/ovsagent/internal/metrics"
 	"github.com/ovsagent/ovsagent/internal/openflow"
@@ -110,6 +110,10 @@ type Deps struct {
 	// Conntrack, when set, deletes the conntrack entries the firewall marked
 	// invalid (ct_mark=1) in the zones a firewall change touched.
 	Conntrack Conntrack
+	// Features are the extensions the agent runs besides its built-in
+	// pipeline and firewall (internal/feature), in registration order;
+	// cmd/ovs-agent builds them from the configuration.
+	Features []feature.Feature
 }
 
 // Agent is the L2 agent: its state and the single loop that owns it. All
@@ -148,8 +152,7 @@ type Agent struct {
 	// installedFW holds the firewall-table flows found at start, to recover
 	// the conjunction ids they use (no rewrite of every remote-group flow).
 	installedFW []openflow.Flow
-	sgFails     int
-	sgRetryAt   time.Time
+	sgRetry     retry
 	ports       map[string]*portRec
 	netPorts    map[pipeline.NetKey]map[string]bool
 	fdb         map[string]map[netip.Addr]*pipeline.RemoteFDB // l2pop, by network id
@@ -165,11 +168,9 @@ type Agent struct {
 	sweptBr       map[string]bool // … on this bridge
 	tunnelPeers   map[string]int  // tunnel type → endpoints but ours in tunnel_sync's reply
 	bridgesOK     bool
-	bridgeRetryAt time.Time
-	bridgeFails   int
+	bridgeRetry   retry
 	flowsDropped  bool // drop_flows_on_start done (once, at the first bridge setup)
-	flowFails     int
-	flowRetryAt   time.Time
+	flowRetry     retry
 	resync        string // pending full resync reason
 	fresh         bool   // next details fetch bypasses the cache
 	checkCanary   bool
@@ -198,12 +199,41 @@ type Agent struct {
 	busySince     atomic.Int64      // unix ns the current batch started, 0 while waiting (watchdog.go)
 	loopState     atomic.Int32      // loopNotStarted, loopRunning, loopStopped
 	ct            *conntrackCleaner // nil without Deps.Conntrack
+
+	// features: the pipeline, the firewall and Deps.Features (seam.go).
+	features *feature.Set
+	// featErr: the features could not be registered (Run returns it).
+	featErr error
+	// featRetry: features whose Sync failed, by name.
+	featRetry map[string]*retry
+	// resourceTypes: the OVO types some feature consumes (read by
+	// NotifyFromCache from any goroutine; never changed after New).
+	resourceTypes map[string]bool
 }
 
+// retry is the back-off of one piece of work retried after failures: the
+// bridge setup, the flow bundles, the security groups, one tunnel type's
+// tunnel_sync, one port's details and report, one rejected owner, one
+// feature's Sync. One type and one doubling (Agent.backoff) for all: the
+// failures in a row and when the work may run again.
 type retry struct {
 	failures int
 	at       time.Time
 }
+
+// fail counts a failure at now and sets the next try; it returns the wait.
+func (r *retry) fail(now time.Time, backoff func(int) time.Duration) time.Duration {
+	r.failures++
+	d := backoff(r.failures)
+	r.at = now.Add(d)
+	return d
+}
+
+// succeeded ends the run of failures: the next one waits the least again.
+func (r *retry) succeeded() { r.failures = 0 }
+
+// waiting: not to be tried again before at.
+func (r *retry) waiting(now time.Time) bool { return r.at.After(now) }
 
 // New builds an agent; Run starts it.
 func New(opt Options, d Deps) *Agent {
@@ -246,7 +276,9 @@ func New(opt Options, d Deps) *Agent {
 		abandoned:   map[*reportResult]bool{},
 		sweptBr:     map[string]bool{},
 		tunnelPeers: map[string]int{},
+		featRetry:   map[string]*retry{},
 	}
+	a.registerFeatures(d.Features)
 	a.reportStart.Store(true)
 	if d.Conntrack != nil {
 		a.ct = &conntrackCleaner{ct: d.Conntrack, in: make(chan []uint16, 1024), log: a.log, mark: 1}
@@ -284,6 +316,9 @@ func (a *Agent) drainInbox() []Event {
 // Run runs the agent until ctx ends. It returns nil on a clean stop; the
 // dataplane is left as it is.
 func (a *Agent) Run(ctx context.Context) error {
+	if a.featErr != nil {
+		return a.featErr
+	}
 	portEvents := a.d.Switch.PortEvents()
 	var ofEvents <-chan DataplaneEvent
 	if a.d.Flows != nil {
@@ -501,21 +536,21 @@ func (a *Agent) nextWake() time.Time {
 		}
 	}
 	if !a.bridgesOK {
-		consider(a.bridgeRetryAt)
+		consider(a.bridgeRetry.at)
 	}
 	if len(a.dirtyOwner) > 0 && a.started && a.bridgesOK {
 		// Owners left dirty by the end of a batch (e.g. a tunnel port
 		// deleted after the sweep) are applied at once, failed ones after
 		// their back-off, owners the switch rejected after theirs.
-		if a.flowRetryAt.IsZero() {
+		if a.flowRetry.at.IsZero() {
 			consider(a.dirtyWake())
 		} else {
-			consider(a.flowRetryAt)
+			consider(a.flowRetry.at)
 		}
 	}
 	for _, p := range a.ports {
 		if p.pending() {
-			consider(p.retryAt)
+			consider(p.retry.at)
 		}
 	}
 	for _, r := range a.tunnelSync {
@@ -525,7 +560,10 @@ func (a *Agent) nextWake() time.Time {
 		consider(d)
 	}
 	if a.sgDirty {
-		consider(a.sgRetryAt)
+		consider(a.sgRetry.at)
+	}
+	for _, r := range a.featRetry {
+		consider(r.at)
 	}
 	return next
 }
@@ -544,23 +582,21 @@ func (a *Agent) backoff(failures int) time.Duration {
 func (a *Agent) setupBridges(ctx context.Context) {
 	l, err := a.d.Switch.SetupBridges(ctx)
 	if err != nil {
-		a.bridgeFails++
-		a.bridgeRetryAt = a.now().Add(a.backoff(a.bridgeFails))
-		a.log.Error("agent: bridge setup failed; retrying", "err", err, "in", a.backoff(a.bridgeFails))
+		wait := a.bridgeRetry.fail(a.now(), a.backoff)
+		a.log.Error("agent: bridge setup failed; retrying", "err", err, "in", wait)
 		a.bridgesOK = false
 		return
 	}
 	if a.opt.DropFlowsOnStart && !a.flowsDropped {
 		if err := a.dropFlows(ctx, l); err != nil {
-			a.bridgeFails++
-			a.bridgeRetryAt = a.now().Add(a.backoff(a.bridgeFails))
-			a.log.Error("agent: drop_flows_on_start failed; retrying", "err", err, "in", a.backoff(a.bridgeFails))
+			wait := a.bridgeRetry.fail(a.now(), a.backoff)
+			a.log.Error("agent: drop_flows_on_start failed; retrying", "err", err, "in", wait)
 			a.bridgesOK = false
 			return
 		}
 		a.flowsDropped = true
 	}
-	a.bridgeFails = 0
+	a.bridgeRetry.succeeded()
 	a.bridgesOK = true
 	if a.applyLayout(l) {
 		a.dirtyAll()
@@ -621,23 +657,22 @@ func (a *Agent) applyLayout(l BridgeLayout) bool {
 // Call it before and after changing the object in the state.
 func (a *Agent) touch(owner string) {
 	a.dirtyOwner[owner] = true
-	for _, d := range pipeline.Dependents(a.ps, owner) {
-		a.dirtyOwner[d] = true
+	if src, ok := a.features.SourceOf(owner); ok {
+		if dep, ok := src.(feature.Dependents); ok {
+			for _, d := range dep.Dependents(owner) {
+				a.dirtyOwner[d] = true
+			}
+		}
 	}
 }
 
 // dirtyAll marks every owner for recomputation.
 func (a *Agent) dirtyAll() {
-	for _, o := range pipeline.Owners(a.ps) {
+	for _, o := range a.features.AllOwners() {
 		a.dirtyOwner[o] = true
 	}
 	for _, m := range a.applied {
 		for o := range m {
-			a.dirtyOwner[o] = true
-		}
-	}
-	if a.ps.Config.OVSFirewall() {
-		for _, o := range firewall.Owners(a.fw, a.conj) {
 			a.dirtyOwner[o] = true
 		}
 	}
@@ -653,19 +688,6 @@ func layoutEqual(a, b BridgeLayout) bool {
 		}
 	}
 	return true
-}
-
-func sortedPhys(m map[string]PhysBridge) []PhysBridge {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]PhysBridge, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, m[k])
-	}
-	return out
 }
 
 func (a *Agent) observeRPC(method string, d time.Duration, err error) {

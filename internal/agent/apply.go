@@ -2,10 +2,8 @@ package agent
 
 import (
 	"context"
-	"strings"
 	"time"
 
-	"github.com/ovsagent/ovsagent/internal/firewall"
 	"github.com/ovsagent/ovsagent/internal/openflow"
 	"github.com/ovsagent/ovsagent/internal/pipeline"
 )
@@ -26,49 +24,25 @@ func (a *Agent) applyFlows(ctx context.Context) (ok bool, waited time.Duration) 
 	if len(a.dirtyOwner) == 0 && len(sweeps) == 0 {
 		return true, 0
 	}
-	if a.flowRetryAt.After(a.now()) {
+	if a.flowRetry.waiting(a.now()) {
 		return false, 0
 	}
 	for _, owner := range sortedKeys(a.dirtyOwner) {
-		if !strings.HasPrefix(owner, "fw:") {
-			a.touch(owner)
-		}
+		a.touch(owner) // and the owners that depend on its object
 	}
 	now := a.now()
 	changes := map[string]map[string][]openflow.Flow{}
 	digests := map[string]map[string]ownerDigest{} // what a.applied becomes once a bundle succeeds
 	held := map[string]bool{}                      // owners whose rejected flows wait for their back-off
-	var fwOwners []string
+	// Every dirty owner goes to the feature owning its kind (seam.go).
+	flows, errs := a.computeFlows(sortedKeys(a.dirtyOwner))
 	for owner := range a.dirtyOwner {
-		if strings.HasPrefix(owner, "fw:") {
-			fwOwners = append(fwOwners, owner)
+		if err := errs[owner]; err != nil {
+			a.log.Error("agent: flow owner", "owner", owner, "err", err)
+			delete(a.dirtyOwner, owner)
+			continue
 		}
-	}
-	fwFlows, fwErrs := firewall.FlowsForOwners(a.fw, a.conj, fwOwners)
-	for owner := range a.dirtyOwner {
-		var bf map[string][]openflow.Flow
-		if strings.HasPrefix(owner, "fw:") {
-			fs, err := fwFlows[owner], fwErrs[owner]
-			if err != nil {
-				a.log.Error("agent: firewall owner", "owner", owner, "err", err)
-				delete(a.dirtyOwner, owner)
-				continue
-			}
-			for i := range fs {
-				if fs[i].Cookie == 0 {
-					fs[i].Cookie = a.ps.Int.Cookie // what the reconciler installs them with
-				}
-			}
-			bf = map[string][]openflow.Flow{a.layout.Integration: fs}
-		} else {
-			got, err := pipeline.FlowsFor(a.ps, owner)
-			if err != nil {
-				a.log.Error("agent: pipeline owner", "owner", owner, "err", err)
-				delete(a.dirtyOwner, owner)
-				continue
-			}
-			bf = got
-		}
+		bf := flows[owner]
 		for br := range a.applied {
 			want := bf[br]
 			d, same := unchanged(a.applied[br], owner, want)
@@ -100,7 +74,7 @@ func (a *Agent) applyFlows(ctx context.Context) (ok bool, waited time.Duration) 
 		start := a.now()
 		ch := FlowChange{Set: set, Sweep: sweep}
 		if sweep {
-			ch.SweepTables = a.layout.referenceTables(br)
+			ch.SweepTables = referenceTables(a.layout, br)
 		}
 		err := a.d.Flows.Apply(ctx, br, ch)
 		took := a.now().Sub(start)
@@ -139,11 +113,10 @@ func (a *Agent) applyFlows(ctx context.Context) (ok bool, waited time.Duration) 
 	}
 	a.setRejectedGauge()
 	if failed {
-		a.flowFails++
-		a.flowRetryAt = a.now().Add(a.backoff(a.flowFails))
+		a.flowRetry.fail(a.now(), a.backoff)
 		return false, waited
 	}
-	a.flowFails = 0
+	a.flowRetry.succeeded()
 	if len(held) == 0 {
 		clear(a.dirtyOwner)
 	}
@@ -252,7 +225,7 @@ func (a *Agent) sweepReady(br string) bool {
 // referenceTables are br's tables the reference clears of every foreign
 // cookie at its first iteration (INT_BR_ALL_TABLES, TUN_BR_ALL_TABLES,
 // PHY_BR_ALL_TABLES): the start-up sweep deletes no more and no less.
-func (l BridgeLayout) referenceTables(br string) []uint8 {
+func referenceTables(l BridgeLayout, br string) []uint8 {
 	var ts []pipeline.Table
 	switch {
 	case br == l.Integration:

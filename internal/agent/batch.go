@@ -26,7 +26,7 @@ func (a *Agent) batch(ctx context.Context) {
 	}
 	now := a.now()
 	if !a.bridgesOK {
-		if now.Before(a.bridgeRetryAt) {
+		if a.bridgeRetry.waiting(now) {
 			return
 		}
 		a.setupBridges(ctx)
@@ -71,6 +71,7 @@ func (a *Agent) batch(ctx context.Context) {
 	a.refreshEarly(ctx)
 	t2 := a.now()
 	a.writePorts(ctx, settings)
+	a.syncFeatures(ctx)
 	t3 := a.now()
 	a.updateFirewall(ctx)
 	owners := len(a.dirtyOwner)
@@ -104,8 +105,7 @@ func (a *Agent) canary(ctx context.Context) {
 	if err != nil {
 		a.log.Warn("agent: canary check failed; ovs-vswitchd may be down", "err", err)
 		a.checkCanary = true
-		a.flowFails++
-		a.flowRetryAt = a.now().Add(a.backoff(a.flowFails))
+		a.flowRetry.fail(a.now(), a.backoff)
 		return
 	}
 	if !ok {
@@ -225,11 +225,12 @@ func (a *Agent) startResync(reason string) {
 		if p.present {
 			p.needDetails = true
 			p.dirty = true
-			p.retryAt = time.Time{}
+			p.retry.at = time.Time{}
 		}
 	}
 	a.fresh = true
 	a.sgDirty = true
+	a.resyncFeatures(reason)
 	for k, n := range a.ps.Networks {
 		if n.Type.IsTunnel() && a.opt.L2Population {
 			a.refreshNets[k.NetworkID] = true
@@ -287,9 +288,8 @@ func (a *Agent) applyTunnelSync(now time.Time, typ string, eps []TunnelEndpoint,
 		return
 	}
 	if err != nil {
-		r.failures++
-		r.at = now.Add(a.backoff(r.failures))
-		a.log.Warn("agent: tunnel_sync failed; retrying", "type", typ, "err", err, "in", a.backoff(r.failures))
+		wait := r.fail(now, a.backoff)
+		a.log.Warn("agent: tunnel_sync failed; retrying", "type", typ, "err", err, "in", wait)
 		return
 	}
 	delete(a.tunnelSync, typ)
@@ -312,7 +312,7 @@ func (a *Agent) fetchDetails(ctx context.Context) {
 	now := a.now()
 	var ids []string
 	for id, p := range a.ports {
-		if p.present && p.needDetails && p.vif.Ready() && !p.retryAt.After(now) {
+		if p.present && p.needDetails && p.vif.Ready() && !p.retry.at.After(now) {
 			ids = append(ids, id)
 		}
 	}
@@ -336,8 +336,7 @@ func (a *Agent) fetchDetails(ctx context.Context) {
 	if len(failed) > 0 {
 		for _, id := range failed {
 			p := a.ports[id]
-			p.failures++
-			p.retryAt = now.Add(a.backoff(p.failures))
+			p.retry.fail(now, a.backoff)
 			if answered {
 				a.refuseDetails(p)
 			}
@@ -408,7 +407,7 @@ func (a *Agent) decidePorts() []PortSetting {
 			p.dirty = false
 			continue
 		}
-		if p.dev == nil || (p.needDetails || p.retryAt.After(now)) && !p.givenUp() {
+		if p.dev == nil || (p.needDetails || p.retry.at.After(now)) && !p.givenUp() {
 			continue
 		}
 		if s, ok := a.wirePort(p); ok {
@@ -536,6 +535,7 @@ func (a *Agent) wirePort(p *portRec) (PortSetting, bool) {
 		p.clock.reset()
 	}
 	p.wired = w
+	a.portWired(p)
 	if p.tagOK {
 		return PortSetting{}, false
 	}
@@ -668,6 +668,7 @@ func (a *Agent) removePort(p *portRec) {
 		delete(a.ps.Ports, p.id)
 	}
 	a.deleteFirewallPort(p.id)
+	a.portRemoved(p.id)
 	if p.dev != nil && p.dev.Bound && (p.wired == wiredUp || p.wired == wiredAdminDown) {
 		p.setWant(reportDown)
 		p.wired = wiredNone
@@ -693,8 +694,7 @@ func (a *Agent) writePorts(ctx context.Context, settings []PortSetting) {
 			continue
 		}
 		if err != nil {
-			p.failures++
-			p.retryAt = now.Add(a.backoff(p.failures))
+			p.retry.fail(now, a.backoff)
 			p.dirty = true
 			continue
 		}

@@ -9,9 +9,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/firewall"
 	"github.com/ovsagent/ovsagent/internal/openflow"
-	"github.com/ovsagent/ovsagent/internal/pipeline"
 )
 
 // Explanation is everything the agent knows and owns for one port: the
@@ -115,54 +115,6 @@ func (a *Agent) describe(p *portRec) *Explanation {
 	return e
 }
 
-// portOwners are the owners whose flows exist because of the port: its
-// own, its network's (shared with the network's other ports) and its
-// firewall's.
-func (a *Agent) portOwners(p *portRec) []string {
-	out := []string{pipeline.OwnerPort(p.id), firewall.OwnerPort(p.id)}
-	if p.wired == wiredUp {
-		out = append(out, pipeline.OwnerNetwork(p.net))
-		if v, ok := a.vlans.Get(p.net); ok {
-			out = append(out, firewall.OwnerConj(v))
-		}
-	}
-	return out
-}
-
-func (a *Agent) reason(owner, bridge string, table uint8) string {
-	var tables []pipeline.Table
-	switch {
-	case bridge == a.layout.Integration:
-		tables = pipeline.IntTables
-	case bridge == a.layout.Tunnel:
-		tables = pipeline.TunTables
-	default:
-		tables = pipeline.PhysTables
-	}
-	tn := pipeline.TableName(tables, table)
-	if tn == "" {
-		tn = fmt.Sprintf("table %d", table)
-	}
-	kind, arg, _ := strings.Cut(owner, ":")
-	var what string
-	switch kind {
-	case "port":
-		what = "port wiring"
-	case "net":
-		what = "local VLAN of network " + arg
-	case "fw":
-		k, id, _ := firewall.ParseOwner(owner)
-		if k == "conj" {
-			what = "remote-group addresses on VLAN " + id
-		} else {
-			what = "security groups (OVS firewall)"
-		}
-	default:
-		what = owner
-	}
-	return what + ": " + tn
-}
-
 func sortFlows(fs []ExplainedFlow) {
 	sort.SliceStable(fs, func(i, j int) bool {
 		if fs[i].Bridge != fs[j].Bridge {
@@ -180,8 +132,8 @@ func sortFlows(fs []ExplainedFlow) {
 // bridges, and (with the OVS firewall) its security groups. The local VLAN
 // is the one the port carries. l2pop FDB entries live only in a running
 // agent and are not shown.
-func ExplainOffline(opt Options, l BridgeLayout, vif VIF, dev Device, groups map[string]firewall.SecurityGroup, members map[string][]firewall.Member) *Explanation {
-	a := New(opt, Deps{Log: slog.New(slog.DiscardHandler)})
+func ExplainOffline(opt Options, l BridgeLayout, vif VIF, dev Device, groups map[string]firewall.SecurityGroup, members map[string][]firewall.Member, features ...feature.Feature) *Explanation {
+	a := New(opt, Deps{Log: slog.New(slog.DiscardHandler), Features: features})
 	a.applyLayout(l)
 	a.adopt([]VIF{vif})
 	p := a.port(vif.PortID)
@@ -194,25 +146,10 @@ func ExplainOffline(opt Options, l BridgeLayout, vif VIF, dev Device, groups map
 	}
 	e := a.describe(p)
 	e.Source = "computed from OVSDB and the server (no running agent state)"
-	for _, o := range a.portOwners(p) {
-		if strings.HasPrefix(o, "fw:") {
-			if !a.ps.Config.OVSFirewall() {
-				continue
-			}
-			fs, err := firewall.FlowsFor(a.fw, a.conj, o)
-			if err != nil {
-				continue
-			}
-			for _, f := range fs {
-				e.Flows = append(e.Flows, ExplainedFlow{Bridge: l.Integration, Owner: o, Reason: a.reason(o, l.Integration, f.Table), Flow: f})
-			}
-			continue
-		}
-		bf, err := pipeline.FlowsFor(a.ps, o)
-		if err != nil {
-			continue
-		}
-		for br, fs := range bf {
+	owners := a.portOwners(p)
+	flows, _ := a.computeFlows(owners)
+	for _, o := range owners {
+		for br, fs := range flows[o] {
 			for _, f := range fs {
 				e.Flows = append(e.Flows, ExplainedFlow{Bridge: br, Owner: o, Reason: a.reason(o, br, f.Table), Flow: f})
 			}

@@ -95,7 +95,7 @@ func (a *Agent) updateFirewall(ctx context.Context) {
 	for id, p := range a.fwPorts {
 		next.Ports[id] = p
 	}
-	if a.sgDirty && !a.sgRetryAt.After(a.now()) {
+	if a.sgDirty && !a.sgRetry.waiting(a.now()) {
 		ids := map[string]bool{}
 		for _, p := range next.Ports {
 			for _, g := range p.SecurityGroupIDs {
@@ -110,11 +110,10 @@ func (a *Agent) updateFirewall(ctx context.Context) {
 			a.observeRPC("security_group_info", time.Since(start), err)
 		}
 		if err != nil {
-			a.sgFails++
-			a.sgRetryAt = a.now().Add(a.backoff(a.sgFails))
+			a.sgRetry.fail(a.now(), a.backoff)
 			a.log.Warn("agent: security groups unavailable; retrying", "err", err)
 		} else {
-			a.sgFails = 0
+			a.sgRetry.succeeded()
 			a.sgDirty = false
 			next.Groups, next.Members = groups, members
 		}

@@ -13,6 +13,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/firewall"
 	"github.com/ovsagent/ovsagent/internal/openflow"
 )
@@ -75,35 +76,13 @@ type PortSetting struct {
 	OtherConfig map[string]string // merged into the Port's other_config
 }
 
-// BridgeLayout is what SetupBridges built: the names and patch-port ofports
-// the pipeline needs.
-type BridgeLayout struct {
-	Integration string // br-int
-	Tunnel      string // br-tun, empty when tunnelling is off
-	// PatchTun is patch-tun's ofport on br-int; PatchInt is patch-int's on br-tun.
-	PatchTun, PatchInt uint32
-	// Physical maps a physical network to its bridge and patch ports.
-	Physical map[string]PhysBridge
-}
+// BridgeLayout is what SetupBridges built: the names and patch-port
+// ofports the pipeline needs (defined in internal/feature, which the
+// features see it through).
+type BridgeLayout = feature.BridgeLayout
 
 // PhysBridge is one bridge_mappings entry after setup.
-type PhysBridge struct {
-	Bridge string
-	// IntOFPort is int-<bridge> on br-int; PhyOFPort is phy-<bridge> on the bridge.
-	IntOFPort, PhyOFPort uint32
-}
-
-// Bridges returns every bridge of the layout, br-int first.
-func (l BridgeLayout) Bridges() []string {
-	out := []string{l.Integration}
-	if l.Tunnel != "" {
-		out = append(out, l.Tunnel)
-	}
-	for _, pb := range sortedPhys(l.Physical) {
-		out = append(out, pb.Bridge)
-	}
-	return out
-}
+type PhysBridge = feature.PhysBridge
 
 // TunnelPort is a tunnel interface on br-tun.
 type TunnelPort struct {

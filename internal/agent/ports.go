@@ -62,8 +62,7 @@ type portRec struct {
 	want     report
 	gen      uint64 // bumped when want changes; a reply applies only to the wish it answered
 	inflight bool   // in an update_device_list call now
-	failures int
-	retryAt  time.Time
+	retry    retry  // details and report back-off
 	// refusals counts the details calls in a row that failed this port
 	// while the server was answering (refuseDetails).
 	refusals int
@@ -115,7 +114,7 @@ func (a *Agent) onPortEvent(ev PortEvent) {
 		if p := a.ports[ev.VIF.PortID]; p != nil && p.present {
 			p.present = false
 			p.dirty = true
-			p.retryAt = time.Time{}
+			p.retry.at = time.Time{}
 		}
 	case PortSnapshot:
 		inSnap := map[string]bool{}
@@ -158,7 +157,7 @@ func (a *Agent) upsertVIF(v VIF, seen time.Time) {
 		}
 		p.needDetails = true
 		p.dirty = true
-		p.retryAt = time.Time{}
+		p.retry.at = time.Time{}
 		p.clock.start(seen)
 	}
 	if v.Ready() {
@@ -178,13 +177,13 @@ func (a *Agent) onEvent(ev Event) {
 		if p := a.ports[e.PortID]; p != nil && p.present {
 			p.needDetails = true
 			p.dirty = true
-			p.retryAt = time.Time{}
+			p.retry.at = time.Time{}
 		}
 	case PortDeleted:
 		if p := a.ports[e.PortID]; p != nil && p.present {
 			p.needDetails = true
 			p.dirty = true
-			p.retryAt = time.Time{}
+			p.retry.at = time.Time{}
 		}
 	case BindingDeactivated:
 		if a.deactivated == nil {
@@ -210,6 +209,10 @@ func (a *Agent) onEvent(ev Event) {
 		a.tunnelUpdate(e)
 	case TunnelDelete:
 		a.tunnelDelete(e)
+	case ResourceChanged:
+		a.onResourceChanged(e.Resource)
+	case featureEvent:
+		a.onFeatureEvent(e)
 	case Resync:
 		if a.resync == "" {
 			a.resync = e.Reason

@@ -16,9 +16,8 @@ import (
 // bridge held for it and stays dirty; its flows are sent again after a
 // back-off, or at once when they change (a corrected rule).
 type rejection struct {
-	failures int
-	at       time.Time           // not sent again, unchanged, before this
-	sums     map[string][16]byte // bridge → digest of the flows it rejected
+	retry                     // not sent again, unchanged, before at
+	sums  map[string][16]byte // bridge → digest of the flows it rejected
 }
 
 // heldBack: the owner's flows for br are the ones the switch rejected last
@@ -43,10 +42,8 @@ func (a *Agent) ownersRejected(br string, rej *openflow.OwnersRejectedError, sum
 			a.rejected[owner] = r
 			a.holdChanged(owner)
 		}
-		r.failures++
 		r.sums[br] = sums[owner].sum
-		wait := a.backoff(r.failures)
-		r.at = now.Add(wait)
+		wait := r.fail(now, a.backoff)
 		a.d.Metrics.IncOwnerRejected(br, ownerKind(owner))
 		a.log.Error("agent: the switch rejected an owner's flows; the rest of the bundle is applied, the owner keeps its previous flows and is retried",
 			"bridge", br, "owner", owner, "failures", r.failures, "retry_in", wait, "err", rej.Owners[owner])

@@ -18,7 +18,7 @@ func (a *Agent) reportDevices(ctx context.Context) {
 	now := a.now()
 	for _, id := range sortedKeys(a.ports) {
 		p := a.ports[id]
-		if p.inflight || p.retryAt.After(now) {
+		if p.inflight || p.retry.at.After(now) {
 			continue
 		}
 		switch p.want {
@@ -215,7 +215,7 @@ func (a *Agent) onReportResult(r *reportResult) {
 		}
 		p.upOnSrv = true
 		p.want = reportNone
-		p.failures = 0
+		p.retry.succeeded()
 		a.observeReplied(p, r.replied)
 	}
 	for _, id := range r.res.Down {
@@ -225,7 +225,7 @@ func (a *Agent) onReportResult(r *reportResult) {
 			continue
 		}
 		p.want = reportNone
-		p.failures = 0
+		p.retry.succeeded()
 		if !p.present {
 			delete(a.ports, id)
 		}
@@ -277,8 +277,7 @@ func (a *Agent) reportFailed(ids []string, err error) {
 	now := a.now()
 	for _, id := range ids {
 		if p := a.ports[id]; p != nil {
-			p.failures++
-			p.retryAt = now.Add(a.backoff(p.failures))
+			p.retry.fail(now, a.backoff)
 		}
 	}
 	a.log.Warn("agent: update_device_list failed; retrying", "ports", len(ids), "err", errString(err))
@@ -286,7 +285,8 @@ func (a *Agent) reportFailed(ids []string, err error) {
 
 // updateSync computes whether the agent is in sync and publishes it.
 func (a *Agent) updateSync() {
-	in := a.swept && a.dataplaneComplete() && len(a.dirtyOwner) == 0
+	// A feature whose Sync failed has not put its state in place yet.
+	in := a.swept && a.dataplaneComplete() && len(a.dirtyOwner) == 0 && len(a.featRetry) == 0
 	wired := 0
 	devices := 0
 	for _, p := range a.ports {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/firewall"
 	"github.com/ovsagent/ovsagent/internal/openflow"
 	"github.com/ovsagent/ovsagent/internal/pipeline"
@@ -30,6 +31,9 @@ type TakeoverInputs struct {
 	Installed   map[string][]openflow.Flow // bridge -> dumped flows
 	Controllers map[string][]string        // bridge -> Controller targets
 	Managers    []string                   // Open_vSwitch manager_options targets
+	// Features are the extensions the agent would run (agent.Deps.Features):
+	// their flows are part of the plan.
+	Features []feature.Feature
 }
 
 // TakeoverPlan is what the agent would do at start on this dataplane.
@@ -104,7 +108,7 @@ func (p *TakeoverPlan) Totals() (same, modify, add, remove int) {
 // once the agent runs: br-tun flows toward other hosts show as removed
 // here, and are re-installed from the FDB before the agent sweeps.
 func PlanTakeover(opt Options, in TakeoverInputs) *TakeoverPlan {
-	a := New(opt, Deps{Log: slog.New(slog.DiscardHandler)})
+	a := New(opt, Deps{Log: slog.New(slog.DiscardHandler), Features: in.Features})
 	a.applyLayout(in.Layout)
 	// Any cookie but 0: the learn action then names one, as installed ones do.
 	a.ps.Int.Cookie = 1
@@ -168,12 +172,6 @@ func PlanTakeover(opt Options, in TakeoverInputs) *TakeoverPlan {
 	}
 	sort.Slice(plan.VLANs, func(i, j int) bool { return plan.VLANs[i].VLAN < plan.VLANs[j].VLAN })
 
-	desired := map[string][]openflow.Flow{}
-	for br, owners := range pipeline.Compute(a.ps) {
-		for _, fs := range owners {
-			desired[br] = append(desired[br], fs...)
-		}
-	}
 	if a.ps.Config.OVSFirewall() {
 		next := &firewall.State{Config: a.fw.Config, Ports: a.fwPorts, Groups: in.Groups, Members: in.Members}
 		if next.Groups == nil {
@@ -183,13 +181,22 @@ func PlanTakeover(opt Options, in TakeoverInputs) *TakeoverPlan {
 			next.Members = map[string][]firewall.Member{}
 		}
 		ids := firewall.RecoverConjIDs(fwTableFlows(in.Installed[in.Layout.Integration]), next)
-		ids, _ = firewall.Update(a.fw, next, ids)
-		for _, fs := range firewall.Compute(next, ids) {
-			desired[in.Layout.Integration] = append(desired[in.Layout.Integration], fs...)
+		a.conj, _ = firewall.Update(a.fw, next, ids)
+		a.fw = next
+	}
+	// Every feature's owners, the pipeline's and the firewall's first.
+	desired := map[string][]openflow.Flow{}
+	flows, _ := a.computeFlows(a.features.AllOwners())
+	for _, o := range sortedKeys(flows) {
+		for br, fs := range flows[o] {
+			desired[br] = append(desired[br], fs...)
 		}
 	}
+	if a.featErr != nil {
+		msgs = append(msgs, a.featErr.Error())
+	}
 	for _, br := range in.Layout.Bridges() {
-		plan.Bridges = append(plan.Bridges, planBridge(br, desired[br], in.Installed[br], in.Layout.referenceTables(br)))
+		plan.Bridges = append(plan.Bridges, planBridge(br, desired[br], in.Installed[br], referenceTables(in.Layout, br)))
 	}
 	plan.Messages = msgs
 	return plan

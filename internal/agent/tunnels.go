@@ -220,8 +220,7 @@ func (a *Agent) reconcileTunnels(ctx context.Context) {
 		tp, err := a.d.Switch.EnsureTunnelPort(ctx, TunnelPort{Type: typ, RemoteIP: ip.String(), LocalIP: a.opt.LocalIP})
 		if err != nil || tp.OFPort <= 0 {
 			a.log.Warn("agent: tunnel port not created; retrying with the next batch", "remote_ip", ip, "type", typ, "err", err)
-			a.flowFails++
-			a.flowRetryAt = a.now().Add(a.backoff(a.flowFails))
+			a.flowRetry.fail(a.now(), a.backoff)
 			a.dirtyOwner[pipeline.OwnerTunnel(ip)] = true
 			continue
 		}

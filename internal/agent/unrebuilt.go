@@ -6,20 +6,13 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/openflow"
 )
 
 // HostState is what the check for state ovs-agent cannot rebuild reads
 // from a host before a start or a takeover.
-type HostState struct {
-	Layout BridgeLayout
-	// Flows are every flow installed on each bridge of the layout.
-	Flows map[string][]openflow.Flow
-	// Bridges are the names of all bridges on the host.
-	Bridges []string
-	// QoSRows and QueueRows count the OVSDB QoS and Queue rows.
-	QoSRows, QueueRows int
-}
+type HostState = feature.HostState
 
 // Tables of the reference's features ovs-agent does not have (neutron-lib
 // ovs_constants): DVR on br-int, br-tun and the physical bridges, QoS's
@@ -32,68 +25,117 @@ var (
 )
 
 // UnrebuiltState lists, one reason per feature, the state on the host that
-// the reference's features left and that ovs-agent would sweep at its
-// start without rebuilding it (so the traffic it carries would break): DVR
-// flows, QoS rows, queues and rate-limit flows, trunk bridges, log flows.
-// Empty means a start or takeover loses nothing.
-func UnrebuiltState(h HostState) []string {
-	var out []string
-	count := func(br string, tables []uint8) int {
-		n := 0
-		for _, f := range h.Flows[br] {
-			if slices.Contains(tables, f.Table) {
-				n++
-			}
-		}
-		return n
+// ovs-agent would sweep at its start without rebuilding it (so the traffic
+// it carries would break). The reference's features ovs-agent lacks are
+// checked here (DVR flows; QoS rows, queues and rate-limit flows; trunk
+// bridges; log flows: absentFeatures), each unless a feature of its name
+// is registered; then each registered feature that has state of its own
+// on the host says what it would not rebuild (feature.Takeover). Empty
+// means a start or takeover loses nothing.
+func UnrebuiltState(h HostState, features ...feature.Feature) []string {
+	registered := map[string]bool{}
+	for _, f := range features {
+		registered[f.Name()] = true
 	}
+	var out []string
+	for _, c := range absentFeatures {
+		if !registered[c.name] {
+			out = append(out, c.check(h)...)
+		}
+	}
+	for _, f := range features {
+		if t, ok := f.(feature.Takeover); ok {
+			out = append(out, t.Unrebuilt(h)...)
+		}
+	}
+	return out
+}
+
+// absentFeatures are the checks of the reference's features ovs-agent has
+// no feature for, by the name the feature will register under.
+var absentFeatures = []struct {
+	name  string
+	check func(HostState) []string
+}{
+	{"dvr", unrebuiltDVR},
+	{"qos", unrebuiltQoS},
+	{"trunk", unrebuiltTrunk},
+	{"log", unrebuiltLog},
+}
+
+func countTables(h HostState, br string, tables []uint8) int {
+	n := 0
+	for _, f := range h.Flows[br] {
+		if slices.Contains(tables, f.Table) {
+			n++
+		}
+	}
+	return n
+}
+
+func unrebuiltDVR(h HostState) []string {
 	var dvr []string
-	if n := count(h.Layout.Integration, dvrIntTables); n > 0 {
+	if n := countTables(h, h.Layout.Integration, dvrIntTables); n > 0 {
 		dvr = append(dvr, fmt.Sprintf("%d on %s tables 1-4", n, h.Layout.Integration))
 	}
 	if h.Layout.Tunnel != "" {
-		if n := count(h.Layout.Tunnel, dvrTunTables); n > 0 {
+		if n := countTables(h, h.Layout.Tunnel, dvrTunTables); n > 0 {
 			dvr = append(dvr, fmt.Sprintf("%d on %s tables 1 and 9", n, h.Layout.Tunnel))
 		}
 	}
 	for _, pn := range sortedKeys(h.Layout.Physical) {
 		br := h.Layout.Physical[pn].Bridge
-		if n := count(br, dvrPhysTables); n > 0 {
+		if n := countTables(h, br, dvrPhysTables); n > 0 {
 			dvr = append(dvr, fmt.Sprintf("%d on %s tables 1-3", n, br))
 		}
 	}
-	if len(dvr) > 0 {
-		out = append(out, "DVR flows ("+strings.Join(dvr, ", ")+"): DVR is not supported by ovs-agent yet")
+	if len(dvr) == 0 {
+		return nil
 	}
-	qos, logs := 0, 0
+	return []string{"DVR flows (" + strings.Join(dvr, ", ") + "): DVR is not supported by ovs-agent yet"}
+}
+
+func unrebuiltQoS(h HostState) []string {
+	qos := 0
 	for _, f := range h.Flows[h.Layout.Integration] {
-		switch {
-		case f.Table == 58, f.Table == 59 && f.Priority > 0:
+		if f.Table == 58 || f.Table == 59 && f.Priority > 0 {
 			qos++
-		// ovs-agent's own flows there are the tables' defaults (priority
-		// 0 or 1); the log extension adds packet-ins above them.
-		case f.Table >= 91 && f.Table <= 93 && (hasController(f) || f.Priority > 1):
-			logs++
 		}
 	}
-	if qos > 0 || h.QoSRows > 0 || h.QueueRows > 0 {
-		out = append(out, fmt.Sprintf("QoS state (%d rate-limit flows on %s tables 58-59, %d QoS and %d Queue rows in OVSDB): QoS is not supported by ovs-agent yet",
-			qos, h.Layout.Integration, h.QoSRows, h.QueueRows))
+	if qos == 0 && h.QoSRows == 0 && h.QueueRows == 0 {
+		return nil
 	}
+	return []string{fmt.Sprintf("QoS state (%d rate-limit flows on %s tables 58-59, %d QoS and %d Queue rows in OVSDB): QoS is not supported by ovs-agent yet",
+		qos, h.Layout.Integration, h.QoSRows, h.QueueRows)}
+}
+
+func unrebuiltTrunk(h HostState) []string {
 	var trunks []string
 	for _, b := range h.Bridges {
 		if strings.HasPrefix(b, "tbr-") {
 			trunks = append(trunks, b)
 		}
 	}
-	if len(trunks) > 0 {
-		sort.Strings(trunks)
-		out = append(out, fmt.Sprintf("trunk bridges (%s): trunk ports are not supported by ovs-agent yet", strings.Join(trunks, ", ")))
+	if len(trunks) == 0 {
+		return nil
 	}
-	if logs > 0 {
-		out = append(out, fmt.Sprintf("security group log flows (%d packet-in flows on %s tables 91-93): the log extension is not supported by ovs-agent yet", logs, h.Layout.Integration))
+	sort.Strings(trunks)
+	return []string{fmt.Sprintf("trunk bridges (%s): trunk ports are not supported by ovs-agent yet", strings.Join(trunks, ", "))}
+}
+
+func unrebuiltLog(h HostState) []string {
+	logs := 0
+	for _, f := range h.Flows[h.Layout.Integration] {
+		// ovs-agent's own flows there are the tables' defaults (priority
+		// 0 or 1); the log extension adds packet-ins above them.
+		if f.Table >= 91 && f.Table <= 93 && (hasController(f) || f.Priority > 1) {
+			logs++
+		}
 	}
-	return out
+	if logs == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("security group log flows (%d packet-in flows on %s tables 91-93): the log extension is not supported by ovs-agent yet", logs, h.Layout.Integration)}
 }
 
 func hasController(f openflow.Flow) bool {

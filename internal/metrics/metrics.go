@@ -45,7 +45,8 @@ type Metrics struct {
 	// response could not be written; nothing here can fail to gather.
 	handlerErrors *vec[counter]
 
-	fams   []family // the families above, for the exposition
+	fams   []family      // the families above, for the exposition
+	extra  extraFamilies // the features' (feature.go)
 	inSync atomic.Bool
 }
 
@@ -146,6 +147,7 @@ func New() *Metrics {
 func (m *Metrics) AppendText(b []byte) []byte {
 	fams := make([]family, 0, len(m.fams)+48)
 	fams = append(fams, m.fams...)
+	fams = append(fams, m.extraFams()...)
 	fams = append(fams, goFamilies()...)
 	fams = append(fams, processFamilies()...)
 	return appendFamilies(b, fams)

@@ -60,6 +60,31 @@ var ReportedResourceVersions = map[string]string{
 // subscribes to them.
 var CachedTypes = []string{TypePort, TypeSecurityGroup, TypeSecurityGroupRule, TypeNetwork, TypeSubnet, TypeAddressGroup}
 
+// DecodableResource is a Resource that decodes its own primitive.
+type DecodableResource interface {
+	Resource
+	json.Unmarshaler
+}
+
+// registered are the types agent features added (RegisterType).
+var registered = map[string]func() DecodableResource{}
+
+// RegisterType adds an OVO type a feature consumes (QosPolicy, Trunk,
+// SubPort, …) to the cache and the push subscriptions
+// (neutron-vo-<rtype>-<version>): fresh returns an empty value that decodes
+// one primitive. Call it from an init function: the type list is read
+// without a lock once the agent runs.
+func RegisterType(rtype, version string, fresh func() DecodableResource) {
+	for _, t := range CachedTypes {
+		if t == rtype {
+			panic("neutron: RegisterType " + rtype + ": registered twice")
+		}
+	}
+	registered[rtype] = fresh
+	ResourceVersions[rtype] = version
+	CachedTypes = append(CachedTypes, rtype)
+}
+
 // PushTopic is the fanout topic the server pushes a resource type on.
 func PushTopic(rtype string) string {
 	return "neutron-vo-" + rtype + "-" + ResourceVersions[rtype]
@@ -243,7 +268,11 @@ func DecodeResource(b []byte) (Resource, error) {
 	case TypeAddressGroup:
 		r = &AddressGroup{}
 	default:
-		return nil, &VersionError{Name: name, Version: version}
+		fresh, ok := registered[name]
+		if !ok {
+			return nil, &VersionError{Name: name, Version: version}
+		}
+		r = fresh()
 	}
 	if err := r.UnmarshalJSON(b); err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -68,6 +69,9 @@ type AgentConfigurations struct {
 	BaremetalSmartnic                                 bool              `json:"baremetal_smartnic"`
 	Devices                                           int               `json:"devices"`
 	InDistributedMode                                 bool              `json:"in_distributed_mode"`
+	// Extra are the agent features' keys (feature.Reporter), merged into
+	// the object; a key the fields above already write is not overwritten.
+	Extra map[string]any `json:"-"`
 }
 
 // MarshalJSON implements json.Marshaler with the reference's null/empty conventions.
@@ -120,6 +124,13 @@ func (c AgentConfigurations) MarshalJSON() ([]byte, error) {
 	}
 	out := append(b[:len(b)-1:len(b)-1], []byte(`,"tunneling_ip":`)...)
 	out = append(out, tip...)
+	if len(c.Extra) > 0 {
+		var err error
+		if out, err = mergeExtra(append(out, '}'), c.Extra); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
 	return append(out, '}'), nil
 }
 
@@ -285,4 +296,24 @@ func (r *Reporter) Run(ctx context.Context) {
 		case <-r.kick:
 		}
 	}
+}
+
+// mergeExtra adds extra's keys to the JSON object b, the ones b has left as
+// they are (a feature does not override the agent's own keys).
+func mergeExtra(b []byte, extra map[string]any) ([]byte, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return nil, err
+	}
+	for k, v := range extra {
+		if _, ok := obj[k]; ok {
+			continue
+		}
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("configurations %q: %w", k, err)
+		}
+		obj[k] = raw
+	}
+	return json.Marshal(obj)
 }

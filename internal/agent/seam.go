@@ -1,0 +1,163 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ovsagent/ovsagent/internal/feature"
+)
+
+// The loop's side of the feature seam (internal/feature): registration,
+// the port and server-object hooks, the per-batch Sync with back-off.
+
+// registerFeatures registers the pipeline and the firewall, then the
+// extensions, and attaches the host to each feature that asks for it. An
+// error (two sources claiming one owner kind) is returned by Run.
+func (a *Agent) registerFeatures(ext []feature.Feature) {
+	all := append([]feature.Feature{pipelineFlows{a}, firewallFlows{a}}, ext...)
+	set, err := feature.NewSet(all...)
+	if err != nil {
+		a.featErr = fmt.Errorf("agent: %w", err)
+		set, _ = feature.NewSet(all[:2]...)
+	}
+	a.features = set
+	a.resourceTypes = map[string]bool{}
+	for _, f := range set.All() {
+		if at, ok := f.(feature.Attacher); ok {
+			at.Attach(host{a: a, name: f.Name()})
+		}
+		if rh, ok := f.(feature.ResourceHandler); ok {
+			for _, t := range rh.Resources() {
+				a.resourceTypes[t] = true
+			}
+		}
+	}
+}
+
+// ResourceTypes are the OVO types the registered features consume (the
+// resource cache must hold them and the agent consume their push topics).
+func (a *Agent) ResourceTypes() []string { return sortedKeys(a.resourceTypes) }
+
+// ResourceChanged is a change of a server object some feature consumes,
+// handed to the loop (NotifyFromCache sends it).
+type ResourceChanged struct{ feature.Resource }
+
+func (ResourceChanged) isEvent() {}
+
+// featureEvent is a feature's own event (feature.Host.Notify).
+type featureEvent struct {
+	name string
+	data any
+}
+
+func (featureEvent) isEvent() {}
+
+// onFeatureEvent hands the event to its feature.
+func (a *Agent) onFeatureEvent(e featureEvent) {
+	for _, f := range a.features.All() {
+		if f.Name() == e.name {
+			if h, ok := f.(feature.EventHandler); ok {
+				h.HandleEvent(e.data)
+			}
+			return
+		}
+	}
+}
+
+// onResourceChanged delivers the change to each feature consuming its type.
+func (a *Agent) onResourceChanged(r feature.Resource) {
+	for _, f := range a.features.All() {
+		rh, ok := f.(feature.ResourceHandler)
+		if !ok {
+			continue
+		}
+		for _, t := range rh.Resources() {
+			if t == r.Type {
+				rh.ResourceChanged(r)
+				break
+			}
+		}
+	}
+}
+
+// portWired tells the features a port's wiring was decided.
+func (a *Agent) portWired(p *portRec) {
+	var fp *feature.Port
+	for _, f := range a.features.All() {
+		if h, ok := f.(feature.PortHandler); ok {
+			if fp == nil {
+				v := a.featurePort(p)
+				fp = &v
+			}
+			h.PortWired(*fp)
+		}
+	}
+}
+
+// portRemoved tells the features a port left.
+func (a *Agent) portRemoved(id string) {
+	for _, f := range a.features.All() {
+		if h, ok := f.(feature.PortHandler); ok {
+			h.PortRemoved(id)
+		}
+	}
+}
+
+// resyncFeatures tells the features of a full resync.
+func (a *Agent) resyncFeatures(reason string) {
+	for _, f := range a.features.All() {
+		if r, ok := f.(feature.Resyncer); ok {
+			r.Resync(reason)
+		}
+	}
+}
+
+// syncFeatures runs each feature's Sync that is due; a failure is logged
+// and retried after a back-off, the batch goes on.
+func (a *Agent) syncFeatures(ctx context.Context) {
+	now := a.now()
+	for _, f := range a.features.All() {
+		s, ok := f.(feature.Syncer)
+		if !ok {
+			continue
+		}
+		name := f.Name()
+		r := a.featRetry[name]
+		if r != nil && r.at.After(now) {
+			continue
+		}
+		if err := s.Sync(ctx); err != nil {
+			if r == nil {
+				r = &retry{}
+				a.featRetry[name] = r
+			}
+			wait := r.fail(now, a.backoff)
+			a.log.Warn("agent: feature sync failed; retrying", "feature", name, "err", err, "in", wait)
+			continue
+		}
+		delete(a.featRetry, name)
+	}
+}
+
+// portOwners are the owners whose flows exist because of the port, as the
+// features say (the pipeline's and the firewall's first).
+func (a *Agent) portOwners(p *portRec) []string {
+	fp := a.featurePort(p)
+	var out []string
+	for _, f := range a.features.All() {
+		if e, ok := f.(feature.Explainer); ok {
+			out = append(out, e.PortOwners(fp)...)
+		}
+	}
+	return out
+}
+
+// reason says what a flow of owner is for, as its feature says.
+func (a *Agent) reason(owner, bridge string, table uint8) string {
+	if src, ok := a.features.SourceOf(owner); ok {
+		if e, ok := src.(feature.Explainer); ok {
+			return e.Reason(owner, bridge, table)
+		}
+	}
+	return owner + ": " + a.tableName(bridge, table)
+}

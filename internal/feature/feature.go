@@ -1,0 +1,237 @@
+// Package feature is the seam between the agent's loop (internal/agent)
+// and what the agent does on the dataplane: the pipeline, the OVS
+// firewall, and extensions such as QoS and trunk ports.
+//
+// A feature is a value that implements Feature and any of the optional
+// interfaces of this file; the loop asks each registered feature for what
+// it implements (a type assertion) and never knows the feature's own
+// state. Every call runs on the agent's loop goroutine, so a feature needs
+// no locking of the state the hooks touch; the Host a feature is given
+// (Attach) may be used from the hooks only.
+//
+// What a feature can declare:
+//
+//   - FlowSource: the flows it owns, as owner keys "<kind>:<id>" (or
+//     "<kind>" alone) whose kinds are its own. The loop dispatches every
+//     dirty owner to the source of its kind, applies what changed in one
+//     bundle per bridge with every other feature's owners, keeps a digest
+//     per owner and retries rejected owners with back-off. The flows
+//     themselves are computed by pure functions of the feature's state
+//     (golden-tested like internal/pipeline and internal/firewall).
+//   - PortHandler: the port lifecycle (a port's wiring decided, a port
+//     gone), with the port's network and local VLAN.
+//   - ResourceHandler: the server objects (OVO types of the resource cache)
+//     whose changes it wants, delivered on the loop.
+//   - Syncer: work that talks to something outside the flows (OVSDB rows,
+//     RPC calls), run once per batch and retried with back-off on error.
+//   - Resyncer: told of a full resync (broker or OVSDB reconnect, revived).
+//   - EventHandler: its own events from other goroutines (Host.Notify).
+//   - Explainer: the owners of a port's flows and what each flow is for
+//     (`ovs-agent explain`).
+//   - Takeover: the host state it would not rebuild at a start or takeover
+//     (UnrebuiltState refuses while any feature names some).
+//   - Reporter: its name in report_state's `extensions` and its part of
+//     the configurations.
+//
+// Metrics: a feature registers its families on the *metrics.Metrics the
+// wiring gives it (metrics.Metrics.NewCounter / NewGauge) when it is built.
+//
+// Features are built and registered in one place, cmd/ovs-agent
+// (features.go, from the configuration), and passed to the agent in
+// agent.Deps.Features. The pipeline and the firewall are built in by the
+// agent itself and come first: their owner kinds are reserved (Reserved).
+package feature
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+
+	"github.com/ovsagent/ovsagent/internal/openflow"
+)
+
+// Feature is one part of the agent. Name is short and stable ("pipeline",
+// "firewall", "qos", "trunk"): it names the feature in logs, back-off and
+// the absent-feature checks (Absent).
+type Feature interface {
+	Name() string
+}
+
+// FlowSource is a feature that owns flows.
+type FlowSource interface {
+	Feature
+	// Kinds are the owner-key kinds it owns: the text of an owner key
+	// before its first ':' ("fw" for "fw:port:X", "base" for "base"). No
+	// two registered sources may share a kind.
+	Kinds() []string
+	// Owners are every owner it has flows for now: after a bridge setup or
+	// an ovs-vswitchd restart every one is recomputed.
+	Owners() []string
+	// Flows computes the owners' flows: owner → bridge → flows. An owner
+	// absent from the result, or with no flows on a bridge, has none there
+	// (what it had is deleted). An owner in errs is not applied (logged).
+	// A flow with Cookie 0 is installed with the bridge's cookie.
+	Flows(owners []string) (flows map[string]map[string][]openflow.Flow, errs map[string]error)
+}
+
+// Dependents is implemented by a FlowSource whose owners' flows depend on
+// other owners' objects: when owner changes, these are recomputed too.
+type Dependents interface {
+	Dependents(owner string) []string
+}
+
+// Host is what the loop offers a feature. Use it only from the hooks (the
+// loop's goroutine).
+type Host interface {
+	// Touch marks owners dirty: their flows are recomputed (Flows) and
+	// applied in this batch, or the next one when called outside a batch.
+	Touch(owners ...string)
+	// Layout is the bridges as set up (zero until the first setup).
+	Layout() BridgeLayout
+	// Cookie is this run's cookie on the bridge (0 without OpenFlow).
+	Cookie(bridge string) uint64
+	// Log is the agent's logger.
+	Log() *slog.Logger
+	// Notify hands data to the feature's HandleEvent on the loop (the
+	// feature must implement EventHandler). It is the one Host method safe
+	// from any goroutine, and never blocks; like every event, it wakes the
+	// loop for a batch. Beyond the loop's inbox bound it is folded into a
+	// full resync (Resyncer).
+	Notify(data any)
+}
+
+// EventHandler is a feature with events of its own from other goroutines
+// (a monitor of its OVSDB rows, an RPC endpoint of its own topic): they
+// reach it through Host.Notify, on the loop.
+type EventHandler interface {
+	HandleEvent(data any)
+}
+
+// Attacher is implemented by a feature that needs the Host; Attach is
+// called once, when the agent is built.
+type Attacher interface {
+	Attach(h Host)
+}
+
+// Wiring is how a port is wired.
+type Wiring uint8
+
+const (
+	// WiredUp: on its network's local VLAN, forwarding.
+	WiredUp Wiring = iota + 1
+	// WiredAdminDown: admin_state_up false, on the dead VLAN.
+	WiredAdminDown
+	// WiredDead: unbound, unknown or a bad segment, on the dead VLAN.
+	WiredDead
+)
+
+// Port is one VIF on br-int as the loop has decided its wiring.
+type Port struct {
+	ID     string // Neutron port id (external_ids:iface-id)
+	Name   string // OVS Interface/Port name
+	OFPort uint32
+	MAC    string
+	Wiring Wiring
+	// LocalVLAN is the network's local VLAN when WiredUp (4095 otherwise).
+	LocalVLAN       uint16
+	NetworkID       string
+	NetworkType     string
+	PhysicalNetwork string
+	SegmentationID  *int
+	DeviceOwner     string
+}
+
+// PortHandler is a feature that follows the port lifecycle.
+type PortHandler interface {
+	// PortWired: the port's wiring was (re)decided; called whenever the
+	// port's details or state changed, idempotent.
+	PortWired(p Port)
+	// PortRemoved: the port left br-int (or its wiring was dropped).
+	PortRemoved(id string)
+}
+
+// Resource is one change of a cached server object (a neutron.Event
+// without the neutron types: New and Old are the cache's values, e.g.
+// *neutron.Port; never modify them).
+type Resource struct {
+	Type    string // OVO type name: "Port", "QosPolicy", "Trunk", …
+	ID      string
+	Deleted bool
+	Old     any // nil for an object first seen
+	New     any // nil for a delete
+	Changed []string
+}
+
+// ResourceHandler is a feature that consumes server objects.
+type ResourceHandler interface {
+	// Resources are the OVO type names it wants (the push topics
+	// neutron-vo-<Type>-<version> the agent must consume and the cache must
+	// hold: see neutron.CachedTypes).
+	Resources() []string
+	// ResourceChanged delivers one change, on the loop.
+	ResourceChanged(r Resource)
+}
+
+// Syncer is a feature with work outside the flows: OVSDB rows it owns
+// (QoS/Queue rows, trunk bridges and patch ports), RPC calls. Sync runs
+// once per batch, after the port tags are written and before the flows
+// are applied; it must return quickly when it has nothing to do. On an
+// error the loop logs it and calls again after a back-off (the agent's
+// retry_min/retry_max doubling); the batch goes on.
+type Syncer interface {
+	Sync(ctx context.Context) error
+}
+
+// Resyncer is told of a full resync: state it caches from the server may
+// be stale (notifications lost).
+type Resyncer interface {
+	Resync(reason string)
+}
+
+// Explainer says which of its owners hold flows because of a port and
+// what a flow of one of its owners is for.
+type Explainer interface {
+	// PortOwners are the owners whose flows exist because of the port
+	// (its own and shared ones, such as its network's).
+	PortOwners(p Port) []string
+	// Reason says what a flow of owner in table on bridge is for, e.g.
+	// "bandwidth limit of policy X: table 58".
+	Reason(owner, bridge string, table uint8) string
+}
+
+// Takeover is a feature with its own state on the host (flows outside its
+// owners' keys, OVSDB rows, bridges). Unrebuilt names, one line each, the
+// state found that it would remove or break and not rebuild; a start or
+// takeover is refused while any line is returned.
+type Takeover interface {
+	Unrebuilt(h HostState) []string
+}
+
+// Reporter is a feature with a part in report_state.
+type Reporter interface {
+	// Extension is its name in the configurations' `extensions` list
+	// ("qos"); "" for a built-in part of the agent.
+	Extension() string
+	// Configurations adds its keys to report_state's configurations (the
+	// JSON object; e.g. resource_provider_* for QoS).
+	Configurations(c map[string]any)
+}
+
+// HostState is what the checks for state the agent cannot rebuild read
+// from a host before a start or a takeover.
+type HostState struct {
+	Layout BridgeLayout
+	// Flows are every flow installed on each bridge of the layout.
+	Flows map[string][]openflow.Flow
+	// Bridges are the names of all bridges on the host.
+	Bridges []string
+	// QoSRows and QueueRows count the OVSDB QoS and Queue rows.
+	QoSRows, QueueRows int
+}
+
+// OwnerKind is the kind of an owner key: the text before its first ':'
+// (the whole key without one). Ids may contain colons ("tun:fd00::1").
+func OwnerKind(owner string) string {
+	kind, _, _ := strings.Cut(owner, ":")
+	return kind
+}
