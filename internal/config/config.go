@@ -93,6 +93,9 @@ type OVSOptions struct {
 	OVSDBTimeout       time.Duration // 10 s
 	BridgeMACTableSize int           // 50000
 	IGMPSnoopingEnable bool
+	// TrunkEnabled runs the trunk handler (vlan-aware VMs), default True as in the
+	// reference, which registers it only then.
+	TrunkEnabled bool
 
 	// Placement is the resource_provider_* options (and [ml2]
 	// tunnelled_network_rp_name), reported in report_state.
@@ -251,6 +254,7 @@ func Defaults() *Config {
 			OVSDBConnection:    "tcp:127.0.0.1:6640",
 			OVSDBTimeout:       10 * time.Second,
 			BridgeMACTableSize: 50000,
+			TrunkEnabled:       true,
 			Placement: Placement{
 				InventoryDefaults:   defaultInventoryDefaults(),
 				PPInventoryDefaults: defaultInventoryDefaults(),

@@ -233,6 +233,7 @@ func Parse(raw *Raw) (*Config, error) {
 	p.seconds(ovs, "ovsdb_timeout", &o.OVSDBTimeout, 1)
 	p.integer(ovs, "bridge_mac_table_size", &o.BridgeMACTableSize, 1, math.MaxInt)
 	p.boolean(ovs, "igmp_snooping_enable", &o.IGMPSnoopingEnable)
+	p.boolean(ovs, "trunk_enabled", &o.TrunkEnabled)
 	p.str("ml2", "tunnelled_network_rp_name", &o.Placement.TunnelledRPName)
 	p.parsePlacement(c.Default.Host, o.BridgeMappings, &o.Placement)
 

@@ -10,10 +10,12 @@ package trunk
 //	  go test -tags refcapture -count=1 -run TestCaptureReference ./internal/trunk
 //
 // For a release in a chroot, REFCAPTURE_CHROOT=/var/lib/ovsagent-refenv/2026.2: the
-// private OVS's socket is reached through the chroot's /tmp (bind-mounted by refenv).
+// script is copied into the chroot's /tmp and reaches the private OVSDB over loopback TCP.
 
 import (
 	"bytes"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,21 +40,34 @@ func TestCaptureReference(t *testing.T) {
 	}
 	var cmd *exec.Cmd
 	if root := os.Getenv("REFCAPTURE_CHROOT"); root != "" {
-		// The chroot sees the OVS socket under its own copy of the directory.
-		dir := filepath.Join(root, "tmp", "trunkcapture")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		// The chroot does not see the private OVS's directory: the ovsdb-server gets a
+		// loopback TCP remote, reached from the OVS's network namespace.
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
 			t.Fatal(err)
 		}
-		sock := filepath.Join(dir, "db.sock")
-		_ = os.Remove(sock)
-		if err := os.Symlink(filepath.Join(o.Dir, "db.sock"), sock); err != nil {
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		ctl, _ := filepath.Glob(filepath.Join(o.Dir, "ovsdb-server*.ctl"))
+		if len(ctl) != 1 {
+			t.Fatalf("ovsdb-server control socket: %v", ctl)
+		}
+		if out, err := exec.Command("ovs-appctl", "-t", ctl[0], "ovsdb-server/add-remote", fmt.Sprintf("ptcp:%d:127.0.0.1", port)).CombinedOutput(); err != nil {
+			t.Fatalf("add-remote: %v %s", err, out)
+		}
+		dir := filepath.Join(root, "tmp", "trunkcapture")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		b, _ := os.ReadFile(script)
 		if err := os.WriteFile(filepath.Join(dir, "trunk_reference.py"), b, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		cmd = exec.Command("chroot", root, py, "/tmp/trunkcapture/trunk_reference.py", "unix:/tmp/trunkcapture/db.sock")
+		args := []string{"chroot", root, py, "/tmp/trunkcapture/trunk_reference.py", fmt.Sprintf("tcp:127.0.0.1:%d", port)}
+		if o.NetNS != "" { // the OVS (and its loopback) is in its own namespace
+			args = append([]string{"ip", "netns", "exec", o.NetNS}, args...)
+		}
+		cmd = exec.Command(args[0], args[1:]...)
 	} else {
 		cmd = exec.Command(py, script, o.DB)
 	}
