@@ -4,6 +4,11 @@
 # VM port on a vxlan network turns ACTIVE. Touches neither the system OVS nor host hv1, so it needs
 # no e2e lock. Prints the server's version and the times.
 #   RELEASE=2026.2 refenv/smoke.sh [path/to/ovs-agent]   (default: go build ./cmd/ovs-agent)
+#   MESSAGING=quorum: against that messaging variant's server (release.sh), the agent with the
+#     same [oslo_messaging_rabbit] options ($REFENV_MESSAGING); afterwards the broker's log is
+#     searched for channel errors on that vhost since the start
+#   HOLD=SECONDS keeps the agent running that long after PASS (another agent on the same vhost
+#     can be checked beside it), then cleans up
 set -euo pipefail
 export PATH=/usr/local/go/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
 HERE=$(cd "$(dirname "$0")" && pwd); TOP=$(dirname "$HERE")
@@ -17,6 +22,8 @@ if [ "$RELEASE" = zed ]; then
 else
   eval "$(RELEASE=$RELEASE "$HERE/release.sh" env)"; PORT=$REFENV_API_PORT; TURL=$REFENV_TRANSPORT_URL; VERSION=$REFENV_VERSION
 fi
+MSG=${REFENV_MESSAGING:-}
+[ -z "${MESSAGING:-}" ] || [ -n "$MSG" ] || { echo "smoke.sh: MESSAGING=$MESSAGING needs a chroot RELEASE" >&2; exit 2; }
 API=http://127.0.0.1:$PORT/v2.0; H='X-Project-Id: smoke'
 N=$$; NS=rsmoke-$N; HOST=hvsmoke-$N; D=/tmp/refenv-smoke-$N
 mkdir -p "$D"
@@ -44,7 +51,9 @@ trap cleanup EXIT
 
 BIN=${1:-}
 if [ -z "$BIN" ]; then BIN=$D/ovs-agent; (cd "$TOP" && CGO_ENABLED=0 go build -o "$BIN" ./cmd/ovs-agent); fi
-log "neutron $VERSION at $API, transport_url $TURL, host $HOST"
+log "neutron $VERSION at $API, transport_url $TURL, host $HOST${MSG:+, [oslo_messaging_rabbit] $MSG}"
+BROKER_LOG=$(ls -t /var/log/rabbitmq/rabbit@*.log 2>/dev/null | head -1 || true)
+BROKER_LINES=$( [ -n "$BROKER_LOG" ] && wc -l < "$BROKER_LOG" || echo 0)
 
 # private OVS in its own netns (netdev bridges make tap devices named after the bridges)
 ip netns add "$NS"; ip -n "$NS" link set lo up
@@ -57,6 +66,12 @@ vsctl --no-wait init
 vsctl --may-exist add-br br-phys -- set Bridge br-phys datapath_type=netdev
 
 printf '[DEFAULT]\ntransport_url = %s\n[agent]\nreport_interval = 30\n' "$TURL" > "$D/neutron.conf"
+if [ -n "$MSG" ]; then
+  # the server's options; hostname = the agent's host for the queue manager's names (another
+  # agent on this machine would otherwise get the same ones)
+  { echo "[oslo_messaging_rabbit]"; tr ',' '\n' <<< "$MSG" | sed 's/=/ = /'
+    case ",$MSG," in *,use_queue_manager=true,*) echo "hostname = $HOST" ;; esac; } >> "$D/neutron.conf"
+fi
 sed -e "s|^host = .*|host = $HOST|" -e "s|^ovsdb_connection = .*|ovsdb_connection = unix:$D/db.sock|" \
   -e '/^of_listen_/d' "$HERE/etc/neutron/openvswitch_agent.ini" > "$D/openvswitch_agent.ini"
 T0=$(date +%s%N)
@@ -88,4 +103,14 @@ for _ in $(seq 1 120); do
 done
 [ "$st" = ACTIVE ] || { tail -20 "$D/ovs-agent.log"; log "FAIL: port $st"; exit 1; }
 log "port ACTIVE $(ms $T1) ms after plugging; br-int flows: $("${OVSENV[@]}" ovs-ofctl -O OpenFlow13 dump-flows br-int | grep -c cookie)"
-log "PASS: neutron $VERSION ($RELEASE)"
+if [ -n "$MSG" ]; then
+  log "broker queues of the agent: $(rabbitmqctl -q list_queues -p "$REFENV_VHOST" name type durable 2>/dev/null | grep -F "$HOST" | tr '\t\n' ' ;')"
+  if [ -n "$BROKER_LOG" ]; then
+    errs=$(tail -n +"$((BROKER_LINES + 1))" "$BROKER_LOG" | grep -F "vhost '$REFENV_VHOST'" | grep -E 'PRECONDITION_FAILED|channel error|operation [a-z.]+ caused a channel exception' || true)
+    [ -z "$errs" ] || { echo "$errs" | head -5; log "FAIL: channel errors on vhost $REFENV_VHOST in $BROKER_LOG"; exit 1; }
+    log "no channel error on vhost $REFENV_VHOST in $BROKER_LOG since the start"
+  fi
+  grep -E ' ERROR |PRECONDITION' "$D/ovs-agent.log" | head -5 && { log "FAIL: errors in the agent's log"; exit 1; }
+fi
+log "PASS: neutron $VERSION ($RELEASE${MSG:+, MESSAGING=$MESSAGING})"
+if [ "${HOLD:-0}" -gt 0 ]; then log "HOLD: agent pid $AGENT_PID stays $HOLD s (log $D/ovs-agent.log)"; sleep "$HOLD"; fi

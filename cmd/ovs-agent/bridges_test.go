@@ -17,7 +17,7 @@ import (
 
 // The [ovs] options that shape the bridges take effect on a real OVS: the
 // bridge and patch port names, datapath_type, bridge_mac_table_size and
-// igmp_snooping_enable, read from a configuration file and set up by the
+// the igmp_* options, read from a configuration file and set up by the
 // agent's own switch adapter on a private ovsdb-server/ovs-vswitchd.
 func TestBridgeOptionsTakeEffect(t *testing.T) {
 	o := ovstest.Start(t)
@@ -27,7 +27,8 @@ func TestBridgeOptionsTakeEffect(t *testing.T) {
 		"[agent]\ntunnel_types = vxlan\n" +
 		"[ovs]\nlocal_ip = 127.0.0.1\ndatapath_type = netdev\nintegration_bridge = br-optint\ntunnel_bridge = br-opttun\n" +
 		"int_peer_patch_port = opt-ptun\ntun_peer_patch_port = opt-pint\nbridge_mac_table_size = 1234\n" +
-		"igmp_snooping_enable = True\novsdb_connection = " + o.DB + "\n"
+		"igmp_snooping_enable = True\nigmp_flood = True\nigmp_flood_reports = False\nigmp_flood_unregistered = True\n" +
+		"ovsdb_connection = " + o.DB + "\n"
 	if err := os.WriteFile(ini, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +62,20 @@ func TestBridgeOptionsTakeEffect(t *testing.T) {
 	}
 	if got := get("get", "Bridge", "br-optint", "mcast_snooping_enable"); got != "true" {
 		t.Errorf("br-optint mcast_snooping_enable = %s, want true", got)
+	}
+	// igmp_flood_unregistered = True: OVS's key is the opposite ("disable").
+	if got := get("get", "Bridge", "br-optint", "other_config:mcast-snooping-disable-flood-unregistered"); got != `"false"` {
+		t.Errorf("br-optint mcast-snooping-disable-flood-unregistered = %s, want false", got)
+	}
+	// igmp_flood = True, igmp_flood_reports = False on br-int's patch port.
+	if got := get("get", "Port", "opt-ptun", "other_config:mcast-snooping-flood"); got != `"true"` {
+		t.Errorf("opt-ptun mcast-snooping-flood = %s, want true", got)
+	}
+	if got := get("get", "Port", "opt-ptun", "other_config:mcast-snooping-flood-reports"); got != `"false"` {
+		t.Errorf("opt-ptun mcast-snooping-flood-reports = %s, want false", got)
+	}
+	if got := get("get", "Port", "opt-pint", "other_config"); got != "{}" {
+		t.Errorf("opt-pint other_config = %s, want {} (the settings are br-int's)", got)
 	}
 	if got := get("get", "Bridge", "br-opttun", "datapath_type"); got != "netdev" {
 		t.Errorf("br-opttun datapath_type = %s", got)

@@ -93,7 +93,7 @@ func buildTrunk(d featureDeps) (feature.Feature, error) {
 // extensionFeatures are the [agent] extensions ovs-agent implements, by
 // name. An extension stays Refused in the option table
 // (internal/config/options.go) until its builder is here.
-var extensionFeatures = map[string]featureBuilder{}
+var extensionFeatures = map[string]featureBuilder{"qos": buildQoS}
 
 // buildFeatures builds the always-on features, then the extensions named
 // (in their configured order). A name without a builder is an error: the

@@ -216,7 +216,9 @@ func closeWithin(f func() error, d time.Duration) {
 func switchConfig(cfg *config.Config) agent.SwitchConfig {
 	sc := agent.SwitchConfig{
 		Integration: cfg.OVS.IntegrationBridge, IntPeerPatch: cfg.OVS.IntPeerPatchPort, TunPeerPatch: cfg.OVS.TunPeerPatchPort,
-		DatapathType: cfg.OVS.DatapathType, MACTableSize: cfg.OVS.BridgeMACTableSize, IGMPSnooping: cfg.OVS.IGMPSnoopingEnable,
+		DatapathType: cfg.OVS.DatapathType, MACTableSize: cfg.OVS.BridgeMACTableSize, IGMP: ovsdb.IGMP{
+			Snooping: cfg.OVS.IGMPSnoopingEnable, Flood: cfg.OVS.IGMPFlood,
+			FloodReports: cfg.OVS.IGMPFloodReports, FloodUnregistered: cfg.OVS.IGMPFloodUnregistered},
 		BridgeMappings: map[string]string{}, VXLANUDPPort: cfg.Agent.VXLANUDPPort,
 		DontFragment: cfg.Agent.DontFragment, TunnelCsum: cfg.Agent.TunnelCsum,
 	}

@@ -162,6 +162,16 @@ func (o *OFBridges) get(bridge string) (*ofBridge, error) {
 	return b, nil
 }
 
+// Conn is a connected bridge's OpenFlow connection, for what the flows are not
+// (a feature's meters).
+func (o *OFBridges) Conn(bridge string) (*openflow.Conn, error) {
+	b, err := o.get(bridge)
+	if err != nil {
+		return nil, err
+	}
+	return b.conn, nil
+}
+
 // Apply implements Flows. A sweep deletes, in the same bundle, what no
 // owner wants and is ours to delete (sweepable).
 func (o *OFBridges) Apply(ctx context.Context, bridge string, ch FlowChange) error {

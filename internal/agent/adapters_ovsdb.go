@@ -17,7 +17,7 @@ type SwitchConfig struct {
 	IntPeerPatch, TunPeerPatch string // patch-tun, patch-int
 	DatapathType               string
 	MACTableSize               int
-	IGMPSnooping               bool
+	IGMP                       ovsdb.IGMP        // [ovs] igmp_*: br-int and its patch ports
 	BridgeMappings             map[string]string // physnet → bridge
 	VXLANUDPPort               int
 	DontFragment, TunnelCsum   bool
@@ -151,19 +151,26 @@ func (s *OVSDBSwitch) bridgeSpec(name string) ovsdb.BridgeSpec {
 	if size <= 0 {
 		size = 50000
 	}
-	snoop := s.cfg.IGMPSnooping
-	return ovsdb.BridgeSpec{
+	spec := ovsdb.BridgeSpec{
 		Name:         name,
 		DatapathType: s.cfg.DatapathType,
 		FailMode:     ovsdb.FailModeSecure,
 		OtherConfig:  map[string]string{"mac-table-size": strconv.Itoa(size), "disable-in-band": "true"},
-		McastSnoopingEnable: func() *bool {
-			if name == s.cfg.Integration {
-				return &snoop
-			}
-			return nil
-		}(),
 	}
+	if name == s.cfg.Integration {
+		snoop := s.cfg.IGMP.Snooping
+		spec.McastSnoopingEnable = &snoop
+		maps.Copy(spec.OtherConfig, s.cfg.IGMP.BridgeOtherConfig())
+	}
+	return spec
+}
+
+// intPatchPair is the patch pair between br-int (intName) and another
+// bridge, with the IGMP flood settings the reference puts on br-int's side.
+func (s *OVSDBSwitch) intPatchPair(intName, br, name string) []ovsdb.PatchPort {
+	pp := ovsdb.PatchPair(s.cfg.Integration, intName, br, name)
+	pp[0].PortOtherConfig = s.cfg.IGMP.PortOtherConfig()
+	return pp
 }
 
 // CheckPhysicalBridges fails when a bridge_mappings bridge does not exist
@@ -189,7 +196,7 @@ func (s *OVSDBSwitch) SetupBridges(ctx context.Context) (BridgeLayout, error) {
 	var patches []ovsdb.PatchPort
 	if s.cfg.Tunnel != "" {
 		specs = append(specs, s.bridgeSpec(s.cfg.Tunnel))
-		patches = append(patches, ovsdb.PatchPair(s.cfg.Integration, s.cfg.IntPeerPatch, s.cfg.Tunnel, s.cfg.TunPeerPatch)...)
+		patches = append(patches, s.intPatchPair(s.cfg.IntPeerPatch, s.cfg.Tunnel, s.cfg.TunPeerPatch)...)
 	}
 	names := map[string][2]string{}
 	for physnet, br := range s.cfg.BridgeMappings {
@@ -199,7 +206,7 @@ func (s *OVSDBSwitch) SetupBridges(ctx context.Context) (BridgeLayout, error) {
 			return BridgeLayout{}, fmt.Errorf("ovsdb: patch names for %s: %w", br, err)
 		}
 		names[physnet] = [2]string{in, ph}
-		patches = append(patches, ovsdb.PatchPair(s.cfg.Integration, in, br, ph)...)
+		patches = append(patches, s.intPatchPair(in, br, ph)...)
 	}
 	if _, err := s.c.EnsureBridges(ctx, specs...); err != nil {
 		return BridgeLayout{}, fmt.Errorf("ovsdb: ensure bridges: %w", err)

@@ -285,21 +285,27 @@ func TestFeatureTakeoverAndUnrebuilt(t *testing.T) {
 
 	vif := VIF{PortID: "p1", Name: "tap1", MAC: "fa:16:3e:00:00:01", OFPort: 7, Tag: -1}
 	seg := 100
-	plan := PlanTakeover(testOpts(false), TakeoverInputs{
-		Layout: l, VIFs: []VIF{vif},
-		Devices:  map[string]Device{"p1": {PortID: "p1", Bound: true, NetworkID: "n", MAC: vif.MAC, AdminStateUp: true, NetworkType: "vxlan", SegmentationID: &seg}},
-		Features: []feature.Feature{newRateFeature()},
-	})
-	ours := 0
-	for _, b := range plan.Bridges {
-		for _, tp := range b.Tables {
-			if b.Name == l.Integration && tp.Table == 58 {
-				ours = tp.Ours
+	// table 58 also holds the pipeline's own default (2026.2's 58 -> 59 chain):
+	// the feature adds exactly one flow beside it
+	table58 := func(fs []feature.Feature) int {
+		plan := PlanTakeover(testOpts(false), TakeoverInputs{
+			Layout: l, VIFs: []VIF{vif},
+			Devices:  map[string]Device{"p1": {PortID: "p1", Bound: true, NetworkID: "n", MAC: vif.MAC, AdminStateUp: true, NetworkType: "vxlan", SegmentationID: &seg}},
+			Features: fs,
+		})
+		n := 0
+		for _, b := range plan.Bridges {
+			for _, tp := range b.Tables {
+				if b.Name == l.Integration && tp.Table == 58 {
+					n = tp.Ours
+				}
 			}
 		}
+		return n
 	}
-	if ours != 1 {
-		t.Errorf("takeover plan: %d flows of ours in br-int table 58, want the feature's 1", ours)
+	base := table58(nil)
+	if ours := table58([]feature.Feature{newRateFeature()}); ours != base+1 {
+		t.Errorf("takeover plan: %d flows of ours in br-int table 58, want the pipeline's %d and the feature's 1", ours, base)
 	}
 }
 

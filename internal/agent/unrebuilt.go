@@ -16,7 +16,7 @@ type HostState = feature.HostState
 
 // Tables of the reference's features ovs-agent does not have (neutron-lib
 // ovs_constants): DVR on br-int, br-tun and the physical bridges, QoS's
-// bandwidth (58, newer releases) and packet-rate (59) limits, the log
+// packet-rate (58; 59 in Zed) and bandwidth (59, 2023.2+) limits, the log
 // extension's packet-ins from the accept and drop tables.
 var (
 	dvrIntTables  = []uint8{1, 2, 3, 4}
@@ -98,7 +98,9 @@ func unrebuiltDVR(h HostState) []string {
 func unrebuiltQoS(h HostState) []string {
 	qos := 0
 	for _, f := range h.Flows[h.Layout.Integration] {
-		if f.Table == 58 || f.Table == 59 && f.Priority > 0 {
+		// ovs-agent's own flows in 58 and 59 are the tables' priority-0
+		// gotos (2026.2's chain 58 -> 59 -> 60); QoS meters sit above them.
+		if (f.Table == 58 || f.Table == 59) && f.Priority > 0 {
 			qos++
 		}
 	}

@@ -9,9 +9,11 @@ import (
 
 func TestUnrebuiltState(t *testing.T) {
 	l := BridgeLayout{Integration: "br-int", Tunnel: "br-tun", Physical: map[string]PhysBridge{"physnet1": {Bridge: "br-phys"}}}
-	// ovs-agent's own pipeline and firewall defaults: nothing to refuse.
+	// ovs-agent's own pipeline and firewall defaults (and those of the Zed
+	// and 2026.2 reference agents: 58 and 59 at priority 0): nothing to refuse.
 	own := map[string][]of.Flow{
-		"br-int":  {{Table: 0, Priority: 65535}, {Table: 59, Priority: 0}, {Table: 60, Priority: 3}, {Table: 91, Priority: 1}, {Table: 93, Priority: 0}},
+		"br-int": {{Table: 0, Priority: 65535}, {Table: 58, Priority: 0}, {Table: 59, Priority: 0}, {Table: 60, Priority: 1},
+			{Table: 60, Priority: 3}, {Table: 91, Priority: 1}, {Table: 93, Priority: 0}},
 		"br-tun":  {{Table: 0, Priority: 1}, {Table: 2, Priority: 0}, {Table: 4, Priority: 1}, {Table: 10, Priority: 1}},
 		"br-phys": {{Table: 0, Priority: 4}},
 	}

@@ -96,6 +96,9 @@ type OVSOptions struct {
 	// TrunkEnabled runs the trunk handler (vlan-aware VMs), default True as in the
 	// reference, which registers it only then.
 	TrunkEnabled bool
+	// igmp_flood, igmp_flood_reports (default True), igmp_flood_unregistered:
+	// br-int's and its patch ports' mcast-snooping-* other_config.
+	IGMPFlood, IGMPFloodReports, IGMPFloodUnregistered bool
 
 	// Placement is the resource_provider_* options (and [ml2]
 	// tunnelled_network_rp_name), reported in report_state.
@@ -255,6 +258,7 @@ func Defaults() *Config {
 			OVSDBTimeout:       10 * time.Second,
 			BridgeMACTableSize: 50000,
 			TrunkEnabled:       true,
+			IGMPFloodReports:   true,
 			Placement: Placement{
 				InventoryDefaults:   defaultInventoryDefaults(),
 				PPInventoryDefaults: defaultInventoryDefaults(),

@@ -234,6 +234,9 @@ func Parse(raw *Raw) (*Config, error) {
 	p.integer(ovs, "bridge_mac_table_size", &o.BridgeMACTableSize, 1, math.MaxInt)
 	p.boolean(ovs, "igmp_snooping_enable", &o.IGMPSnoopingEnable)
 	p.boolean(ovs, "trunk_enabled", &o.TrunkEnabled)
+	p.boolean(ovs, "igmp_flood", &o.IGMPFlood)
+	p.boolean(ovs, "igmp_flood_reports", &o.IGMPFloodReports)
+	p.boolean(ovs, "igmp_flood_unregistered", &o.IGMPFloodUnregistered)
 	p.str("ml2", "tunnelled_network_rp_name", &o.Placement.TunnelledRPName)
 	p.parsePlacement(c.Default.Host, o.BridgeMappings, &o.Placement)
 

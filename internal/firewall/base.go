@@ -110,8 +110,12 @@ func BaseFlows(cfg Config) []of.Flow {
 		fs = append(fs, flow(t, 50, of.Match{ctInvalid}, resubmit(TableDroppedTraffic)))
 	}
 	if cfg.ExplicitlyEgressDirect {
-		// As the reference's _initialize_egress: below the pipeline's
-		// NORMAL (priority 3), so only what nothing else takes reaches 94.
+		// As the reference's _initialize_common_flows (2024.2+): above the
+		// pipeline's table-60 NORMAL (priority 1, was 3 in Zed) and below
+		// every port flow, so ingress that no port flow claims (e.g. to a
+		// port without port security) is delivered by 94's direct flows, not
+		// NORMAL: egress leaves by direct output, so NORMAL never learns the
+		// VM's MAC and would flood.
 		add(flow(TableTransient, 2, nil, resubmit(TableAcceptedEgressNormal)))
 	}
 	return fs

@@ -101,8 +101,9 @@ func BenchmarkMemberChange100(b *testing.B) {
 // port set without AAPs (n4 = IPv4 addresses, n6 = IPv6 addresses + the
 // link-local one, m = MACs), read off firewall.py:
 //
-//	71: 3*n4 + 6*n6 + 5      (ARP+IP per v4 pair, 3 ICMPv6 + NA + IPv6 per v6 pair,
-//	                          DHCP per pair + DHCP from 0.0.0.0, 3 anti-server, catch-all)
+//	71: 3*n4 + 6*n6 + 5 + r  (ARP+IP per v4 pair, 3 ICMPv6 + NA + IPv6 per v6 pair,
+//	                          DHCP per pair + DHCP from 0.0.0.0, 3 anti-server, catch-all;
+//	                          r: one RARP flow when the MAC has a v4 pair, 2024.1+)
 //	73: m + 3                 81: 10      72+82 conntrack: 12
 //	plain rule: 2 per distinct value/mask flow; remote rule: 2 clause flows + 2 accept flows
 //	address side: per VLAN, per member, per priority used: 2
@@ -120,6 +121,9 @@ func referenceFlowCount(st *State) int {
 			}
 		}
 		n += 3*n4 + 6*n6 + 5 + 1 + 3 + 10 + 12
+		if n4 > 0 {
+			n++ // RARP
+		}
 		plain, remote := portRules(p, st.Groups)
 		// Identical matches from overlapping rules are one OpenFlow entry
 		// (the reference re-adds them; OVS keeps one).

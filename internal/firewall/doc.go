@@ -4,8 +4,11 @@
 // Everything here is pure: a State (ports with their ofport, local VLAN, MAC,
 // addresses and security groups; the groups with their rules; remote group
 // and address group membership) and the conjunction id assignment (ConjIDs)
-// go in, flows grouped by owner come out. The golden tests compare them with
-// the reference's capture, cookies normalised.
+// go in, flows grouped by owner come out. The flows are neutron 2026.2's
+// driver's (e.g. table 71 passes a port's RARP); the golden tests compare
+// them with the reference's captures, cookies normalised, an older release's
+// capture with its listed release differences (scenario_test.go,
+// docs/reference/releases.md).
 //
 // # Owners (br-int; disjoint from internal/pipeline's unprefixed owners)
 //

@@ -171,6 +171,11 @@ func egressBase(b *flowSet, v portView, cfg Config) {
 	}
 	for _, pr := range v.v4 {
 		b.add(flow(TableBaseEgress, 95, port(of.EthType(of.EthTypeARP), of.EthSrc(pr.mac), of.ARPSpa(pr.ip)), resubmit(TableAcceptedEgressNormal)))
+		// RARP from the port's own MACs passes (neutron 24.0.0/2024.1): a
+		// hypervisor announces a live-migrated VM with RARP, and without
+		// this flow table 71's priority-10 drop took it. One flow per MAC
+		// that has an IPv4 pair, as the reference (the set drops repeats).
+		b.add(flow(TableBaseEgress, 95, port(of.EthType(of.EthTypeRARP), of.EthSrc(pr.mac)), resubmit(TableAcceptedEgressNormal)))
 		b.add(flow(TableBaseEgress, 65, port(of.EthType(of.EthTypeIPv4), of.EthSrc(pr.mac), of.IPv4Src(pr.ip)), toRules))
 	}
 	for _, pr := range v.v6 {

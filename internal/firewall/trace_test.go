@@ -126,6 +126,10 @@ func TestTraceReferenceScenario(t *testing.T) {
 		{name: "egress spoofed MAC", pkt: "in_port=3,dl_src=fa:16:3e:00:00:01,dl_dst=fa:16:3e:00:00:99,tcp,nw_src=10.100.0.72,nw_dst=8.8.8.8,tp_dst=80", ct: []string{"trk,new"}},
 		{name: "egress ARP own address", pkt: vm1 + "arp,arp_spa=10.100.0.72,arp_tpa=10.100.0.1,arp_op=1", allow: true},
 		{name: "egress ARP spoofed", pkt: vm1 + "arp,arp_spa=10.100.0.1,arp_tpa=10.100.0.2,arp_op=1"},
+		// The announcement QEMU sends for a live-migrated VM: RARP request,
+		// broadcast, sender = target = the VM's MAC (2024.1+ passes it).
+		{name: "egress RARP announcement", pkt: "in_port=3,dl_src=fa:16:3e:18:c9:a5,dl_dst=ff:ff:ff:ff:ff:ff,rarp,arp_op=3,arp_sha=fa:16:3e:18:c9:a5,arp_tha=fa:16:3e:18:c9:a5", allow: true, noCT: true},
+		{name: "egress RARP from a foreign MAC", pkt: "in_port=3,dl_src=fa:16:3e:00:00:01,dl_dst=ff:ff:ff:ff:ff:ff,rarp,arp_op=3,arp_sha=fa:16:3e:00:00:01,arp_tha=fa:16:3e:00:00:01"},
 		{name: "egress DHCP discover", pkt: vm1 + "udp,nw_src=0.0.0.0,nw_dst=255.255.255.255,udp_src=68,udp_dst=67", allow: true},
 		{name: "egress DHCP server", pkt: vm1 + "udp,nw_src=10.100.0.72,nw_dst=10.100.0.9,udp_src=67,udp_dst=68"},
 		{name: "egress router advertisement", pkt: vm1 + "icmp6,ipv6_src=fe80::f816:3eff:fe18:c9a5,ipv6_dst=ff02::1,icmpv6_type=134"},

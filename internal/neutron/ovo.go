@@ -33,6 +33,9 @@ var ResourceVersions = map[string]string{
 	TypeSecurityGroup:     "1.5",
 	TypeSecurityGroupRule: "1.2",
 	TypeAddressGroup:      "1.2",
+	// QosPolicy 1.10 (Yoga through 2026.2): decoded here, cached and subscribed once
+	// internal/qos registers it (RegisterType).
+	TypeQosPolicy: "1.10",
 }
 
 // ReportedResourceVersions is the full resource_versions map the reference OVS agent
@@ -267,6 +270,8 @@ func DecodeResource(b []byte) (Resource, error) {
 		r = &SecurityGroupRule{}
 	case TypeAddressGroup:
 		r = &AddressGroup{}
+	case TypeQosPolicy:
+		r = &QosPolicy{}
 	default:
 		fresh, ok := registered[name]
 		if !ok {

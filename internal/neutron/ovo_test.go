@@ -205,7 +205,7 @@ func TestDecodeErrors(t *testing.T) {
 		wantSub string
 		version bool
 	}{
-		{"unknown type", prim("QosPolicy", "1.10", `{"id": "q"}`), `"QosPolicy"`, true},
+		{"unknown type", prim("Trunk", "1.1", `{"id": "q"}`), `"Trunk"`, true},
 		{"major mismatch", prim("Port", "2.0", okPort), "Port", true},
 		{"bad version", prim("Port", "x", okPort), "Port", true},
 		{"nested major", prim("Port", "1.7", `{"id": "p", "bindings": [`+string(prim("PortBinding", "2.1", `{}`))+`]}`), "PortBinding", true},

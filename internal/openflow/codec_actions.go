@@ -10,12 +10,14 @@ const (
 	atOutput    = 0
 	atPushVLAN  = 17
 	atPopVLAN   = 18
+	atSetQueue  = 21
 	atDecNwTTL  = 24
 	atSetField  = 25
 	atExperimen = 0xffff
 
 	instGotoTable    = 1
 	instApplyActions = 4
+	instMeter        = 6
 
 	nxastRegMove       = 6
 	nxastRegLoad       = 7
@@ -33,20 +35,29 @@ const (
 	ctRecircNone = 0xff
 )
 
-// appendInstructions turns the action list into apply_actions followed by
-// goto_table (which OpenFlow requires to be an instruction of its own).
+// appendInstructions turns the action list into meter, apply_actions and goto_table,
+// in the order OpenFlow 1.3 executes instructions (each its own instruction).
 func appendInstructions(b []byte, acts []Action) ([]byte, error) {
 	var gotoTable *GotoTable
+	var meter *Meter
 	var apply []Action
 	for _, a := range acts {
 		switch a := a.(type) {
 		case GotoTable:
 			g := a
 			gotoTable = &g
+		case Meter:
+			m := a
+			meter = &m
 		case Drop:
 		default:
 			apply = append(apply, a)
 		}
+	}
+	if meter != nil {
+		b = be16(b, instMeter)
+		b = be16(b, 8)
+		b = be32(b, meter.ID)
 	}
 	if len(apply) > 0 {
 		s := len(b)
@@ -144,6 +155,10 @@ func appendAction(b []byte, a Action) ([]byte, error) {
 		b = be16(b, atPopVLAN)
 		b = be16(b, 8)
 		b = pad(b, 4)
+	case SetQueue:
+		b = be16(b, atSetQueue)
+		b = be16(b, 8)
+		b = be32(b, a.Queue)
 	case DecTTL:
 		b = be16(b, atDecNwTTL)
 		b = be16(b, 8)
@@ -300,7 +315,7 @@ func appendAction(b []byte, a Action) ([]byte, error) {
 			return nil, fmt.Errorf("opaque instruction cannot be re-sent")
 		}
 		b = append(b, a.Raw...)
-	case GotoTable, Drop:
+	case GotoTable, Drop, Meter:
 		return nil, fmt.Errorf("%T not allowed inside an action list", a)
 	default:
 		return nil, fmt.Errorf("action %T not supported", a)

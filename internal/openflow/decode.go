@@ -268,6 +268,7 @@ func decodeOXMField(class uint16, field uint8, hasMask bool, body []byte) (Match
 func decodeInstructions(p []byte) ([]Action, error) {
 	var acts []Action
 	var gotoTable *GotoTable
+	var meter *Meter
 	for len(p) > 0 {
 		if len(p) < 4 {
 			return nil, errShort
@@ -284,6 +285,11 @@ func decodeInstructions(p []byte) ([]Action, error) {
 				return nil, errShort
 			}
 			gotoTable = &GotoTable{Table: body[4]}
+		case instMeter:
+			if n < 8 {
+				return nil, errShort
+			}
+			meter = &Meter{ID: binary.BigEndian.Uint32(body[4:])}
 		case instApplyActions:
 			if n < 8 {
 				return nil, errShort
@@ -296,6 +302,10 @@ func decodeInstructions(p []byte) ([]Action, error) {
 		default:
 			acts = append(acts, Opaque{Instruction: true, Raw: append([]byte(nil), body...)})
 		}
+	}
+	if meter != nil {
+		// ovs-ofctl prints the meter first; it runs before the actions
+		acts = append([]Action{*meter}, acts...)
 	}
 	if gotoTable != nil {
 		acts = append(acts, *gotoTable)
@@ -346,6 +356,8 @@ func decodeAction(p []byte) (Action, error) {
 		return PopVLAN{}, nil
 	case atDecNwTTL:
 		return DecTTL{}, nil
+	case atSetQueue:
+		return SetQueue{Queue: binary.BigEndian.Uint32(p[4:])}, nil
 	case atSetField:
 		h := binary.BigEndian.Uint32(p[4:])
 		class, field, hasMask, n := uint16(h>>16), uint8(h>>9&0x7f), h&0x100 != 0, int(h&0xff)

@@ -124,6 +124,7 @@ func split128(b [16]byte) (hi, lo uint64) {
 const (
 	EthTypeIPv4 = 0x0800
 	EthTypeARP  = 0x0806
+	EthTypeRARP = 0x8035
 	EthTypeIPv6 = 0x86dd
 	EthTypeVLAN = 0x8100
 )
@@ -424,6 +425,13 @@ type Controller struct{ MaxLen uint16 }
 // DecTTL decrements the IP TTL.
 type DecTTL struct{}
 
+// Meter is the OpenFlow 1.3 meter instruction (meter:ID): the packet goes through the
+// meter before the actions; the reference's QoS puts it in the rate-limit tables.
+type Meter struct{ ID uint32 }
+
+// SetQueue is the OpenFlow 1.3 set_queue action (the queue of the output port's QoS).
+type SetQueue struct{ Queue uint32 }
+
 func (Output) isAction()      {}
 func (OutputReg) isAction()   {}
 func (GotoTable) isAction()   {}
@@ -442,6 +450,8 @@ func (Note) isAction()        {}
 func (Drop) isAction()        {}
 func (Controller) isAction()  {}
 func (DecTTL) isAction()      {}
+func (Meter) isAction()       {}
+func (SetQueue) isAction()    {}
 
 // SetVLANVID is the action the reference renders as set_field:(4096+vid)->vlan_vid.
 func SetVLANVID(vid uint16) SetField {

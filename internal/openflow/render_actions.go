@@ -128,6 +128,12 @@ func writeAction(b *strings.Builder, a Action) bool {
 		return false
 	case DecTTL:
 		b.WriteString("dec_ttl")
+	case Meter:
+		b.WriteString("meter:")
+		b.WriteString(strconv.FormatUint(uint64(a.ID), 10))
+	case SetQueue:
+		b.WriteString("set_queue:")
+		b.WriteString(strconv.FormatUint(uint64(a.Queue), 10))
 	case Opaque:
 		b.WriteString("opaque:")
 		fmt.Fprintf(b, "%x", a.Raw)

@@ -48,14 +48,44 @@ type BridgeSpec struct {
 	ControllerConnectionMode string
 }
 
-// ReferenceBridge is the spec the reference agent (Zed, as captured) leaves
-// on its bridges: secure, OpenFlow10/13/14, other_config:mac-table-size
-// (bridge_mac_table_size); on br-int also mcast_snooping_enable
-// (igmp_snooping_enable) and other_config:mcast-snooping-disable-flood-unregistered=false.
+// IGMP is the reference's [ovs] igmp_* options, as neutron 2026.2 (since
+// 2024.1) writes them: igmp_snooping_enable turns snooping on for br-int;
+// the three flood options say what is flooded anyway. Zed wrote
+// disable-flood-unregistered=false on br-int and str(igmp_snooping_enable)
+// ("True"/"False") for both port flood keys instead.
+type IGMP struct {
+	Snooping          bool // igmp_snooping_enable (default False)
+	Flood             bool // igmp_flood (default False)
+	FloodReports      bool // igmp_flood_reports (default True)
+	FloodUnregistered bool // igmp_flood_unregistered (default False)
+}
+
+// DefaultIGMP is the options' defaults.
+func DefaultIGMP() IGMP { return IGMP{FloodReports: true} }
+
+// BridgeOtherConfig is the other_config the reference sets on br-int: the OVS
+// key says "disable", the option "flood", hence the inversion.
+func (g IGMP) BridgeOtherConfig() map[string]string {
+	return map[string]string{"mcast-snooping-disable-flood-unregistered": strconv.FormatBool(!g.FloodUnregistered)}
+}
+
+// PortOtherConfig is the Port other_config the reference sets on br-int's
+// patch ports (int-<br>, patch-tun), lower-case as str(bool).lower().
+func (g IGMP) PortOtherConfig() map[string]string {
+	return map[string]string{
+		"mcast-snooping-flood":         strconv.FormatBool(g.Flood),
+		"mcast-snooping-flood-reports": strconv.FormatBool(g.FloodReports),
+	}
+}
+
+// ReferenceBridge is the spec the reference agent (2026.2) leaves on its
+// bridges: secure, OpenFlow10/13/14, other_config:mac-table-size
+// (bridge_mac_table_size); on br-int also mcast_snooping_enable and
+// other_config:mcast-snooping-disable-flood-unregistered (IGMP).
 // Controllers are left alone; set Controllers, InactivityProbeMS and
 // ControllerConnectionMode to add the reference's tcp:127.0.0.1:6633, 10000 ms,
 // out-of-band.
-func ReferenceBridge(name, datapathType string, macTableSize int, integration, igmpSnooping bool) BridgeSpec {
+func ReferenceBridge(name, datapathType string, macTableSize int, integration bool, igmp IGMP) BridgeSpec {
 	s := BridgeSpec{
 		Name:         name,
 		DatapathType: datapathType,
@@ -64,20 +94,10 @@ func ReferenceBridge(name, datapathType string, macTableSize int, integration, i
 		OtherConfig:  map[string]string{"mac-table-size": strconv.Itoa(macTableSize)},
 	}
 	if integration {
-		s.OtherConfig["mcast-snooping-disable-flood-unregistered"] = "false"
-		s.McastSnoopingEnable = &igmpSnooping
+		maps.Copy(s.OtherConfig, igmp.BridgeOtherConfig())
+		s.McastSnoopingEnable = &igmp.Snooping
 	}
 	return s
-}
-
-// IGMPFloodOtherConfig is the Port other_config the reference sets on br-int's
-// patch ports (int-<br>, patch-tun): Python's str(bool), "True"/"False".
-func IGMPFloodOtherConfig(igmpSnooping bool) map[string]string {
-	v := "False"
-	if igmpSnooping {
-		v = "True"
-	}
-	return map[string]string{"mcast-snooping-flood": v, "mcast-snooping-flood-reports": v}
 }
 
 func (s BridgeSpec) normalized() BridgeSpec {

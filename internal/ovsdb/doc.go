@@ -7,7 +7,7 @@
 //
 //	c, err := ovsdb.Dial(ctx, cfg.OVSDBConnection, ovsdb.Options{}) // tcp:… or unix:…; retries until ctx ends
 //	ok, _ := c.BridgeExists(ctx, "br-phys")                          // bridge_mappings bridges must pre-exist
-//	c.EnsureBridges(ctx, ovsdb.ReferenceBridge("br-int", "netdev", 50000, true, false), …)
+//	c.EnsureBridges(ctx, ovsdb.ReferenceBridge("br-int", "netdev", 50000, true, ovsdb.DefaultIGMP()), …)
 //	c.EnsurePatchPorts(ctx, ovsdb.PatchPair("br-int", "patch-tun", "br-tun", "patch-int")...)
 //	c.EnsureTunnelPorts(ctx, ovsdb.TunnelPort{Bridge: "br-tun", Type: "vxlan", RemoteIP: …, LocalIP: …})
 //	ports, _ := c.BridgePorts(ctx, "br-int")                         // ofports, tags, other_config (VLAN adoption)

@@ -35,17 +35,21 @@ var (
 func unicastDst() of.MatchField   { return of.EthDstMasked(macZero, macMulticast) }
 func multicastDst() of.MatchField { return of.EthDstMasked(macMulticast, macMulticast) }
 
-// intBaseFlows is setup_default_table of br-int (21.0.0) plus the
+// intBaseFlows is setup_default_table of br-int (neutron 2026.2) plus the
 // explicitly_egress_direct goto for patch-tun.
 func intBaseFlows(s *State) []of.Flow {
 	fs := []of.Flow{
 		flow(IntCanary, 0, nil),
 		drop(IntLocalSwitching, prioMax, of.DlVlan(DeadVLAN)),
 		flow(IntLocalSwitching, 0, nil, gotoT(IntPacketRateLimit)),
-		flow(IntPacketRateLimit, 0, nil, gotoT(IntTransient)),
-		// 21.0.0 installs priority 3 (later Zed point releases use 1); the
-		// capture of the reference agent shows 3.
-		flow(IntTransient, 3, nil, normal()),
+		// 2023.2 put a bandwidth-limit table (59) between the packet-rate
+		// table (now 58) and 60; without QoS both only pass traffic on.
+		flow(IntPacketRateLimit, 0, nil, gotoT(IntBandwidthRateLimit)),
+		flow(IntBandwidthRateLimit, 0, nil, gotoT(IntTransient)),
+		// Priority 1 since 2024.2 (Zed 21.0.0: 3), so that the OVS
+		// firewall's priority-2 "resubmit(,94)" of explicitly_egress_direct
+		// takes what no port flow claims.
+		flow(IntTransient, 1, nil, normal()),
 		drop(IntARPSpoof, 0),
 		flow(IntTransientEgress, 3, nil, normal()),
 		flow(IntLocalEgress, 0, nil, gotoT(IntPacketRateLimit)),

@@ -36,6 +36,14 @@ func tunBaseFlows(s *State) []of.Flow {
 		drop(TunVXLANTunToLV, 0),
 		drop(TunGeneveTunToLV, 0),
 		flow(TunLearnFromTun, 1, nil, learnFromTun(s.Tun.Cookie), output(patchInt)),
+		// 2026.1 (backported to 2024.1+, neutron bug 2123911): gratuitous
+		// ARP (arp_tha broadcast), router and neighbour advertisements get
+		// their own priority-2 learn flows, with the priority-1 flow's
+		// actions; the reference adds them so that the announcements sent at
+		// a failover re-point the MAC at its new tunnel.
+		flow(TunLearnFromTun, 2, of.Match{arpMatch(), of.ARPTha(macBroadcast)}, learnFromTun(s.Tun.Cookie), output(patchInt)),
+		flow(TunLearnFromTun, 2, of.Match{ipv6Match(), icmp6Match(), of.ICMP6Type(134)}, learnFromTun(s.Tun.Cookie), output(patchInt)),
+		flow(TunLearnFromTun, 2, of.Match{ipv6Match(), icmp6Match(), of.ICMP6Type(136)}, learnFromTun(s.Tun.Cookie), output(patchInt)),
 		flow(TunUcastToTun, 0, nil, gotoT(TunFloodToTun)),
 		drop(TunFloodToTun, 0),
 	}

@@ -39,10 +39,14 @@
 //
 // # Reference
 //
-// Flows match neutron-openvswitch-agent 21.0.0 (Zed, neutron-lib 3.1:
-// PACKET_RATE_LIMIT is 59, table 60's default NORMAL is priority 3). The
-// refenv golden tests (refenv_test.go) check br-tun and br-phys byte for byte
-// and br-int for every table but 71-94, after normalising cookies.
+// Flows match neutron-openvswitch-agent 2026.2 (29.x: PACKET_RATE_LIMIT 58,
+// BANDWIDTH_RATE_LIMIT 59, table 60's default NORMAL at priority 1, the GARP/
+// RA/NA learn flows in br-tun table 10), whatever release the server runs:
+// flows are agent-local. docs/reference/releases.md lists what each release
+// changed. The refenv golden tests (refenv_test.go) check br-tun and br-phys
+// byte for byte and br-int for every table but 71-94, after normalising
+// cookies, against the 2026.2 capture, and check that the Zed 21.0.0 capture
+// differs from our flows by exactly the listed release changes.
 //
 // # Deliberate differences from the reference
 //
@@ -61,6 +65,6 @@
 //     local VLAN gets the translation flows; the reference: the last one.
 //
 // Not implemented: DVR (tables 1-4, 9; br-phys 1-3), the dhcp extension
-// (77/78), local_ip (30/31 per port), QoS DSCP and packet-rate meters (59
-// per port), trunk ports.
+// (77/78), local_ip (30/31 per port), QoS DSCP, packet-rate and bandwidth meters
+// (58/59 per port), trunk ports.
 package pipeline

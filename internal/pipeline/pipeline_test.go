@@ -210,11 +210,11 @@ func TestVLANAndFlatTranslation(t *testing.T) {
 	s.Networks[unmapped] = &Network{Key: unmapped, Type: TypeVLAN, PhysicalNetwork: "physnet9", LocalVLAN: 14}
 
 	eqLines(t, "vlan br-int", ownerFlows(t, s, OwnerNetwork(vlan), "br-int"),
-		wantLines("priority=3,in_port=8,dl_vlan=1234 actions=set_field:4108->vlan_vid,goto_table:59"))
+		wantLines("priority=3,in_port=8,dl_vlan=1234 actions=set_field:4108->vlan_vid,goto_table:58"))
 	eqLines(t, "vlan br-ex", ownerFlows(t, s, OwnerNetwork(vlan), "br-ex"),
 		wantLines("priority=4,in_port=3,dl_vlan=12 actions=set_field:5330->vlan_vid,NORMAL"))
 	eqLines(t, "flat br-int", ownerFlows(t, s, OwnerNetwork(flat), "br-int"),
-		wantLines("priority=3,in_port=1,vlan_tci=0x0000/0x1fff actions=push_vlan:0x8100,set_field:4109->vlan_vid,goto_table:59"))
+		wantLines("priority=3,in_port=1,vlan_tci=0x0000/0x1fff actions=push_vlan:0x8100,set_field:4109->vlan_vid,goto_table:58"))
 	eqLines(t, "flat br-phys", ownerFlows(t, s, OwnerNetwork(flat), "br-phys"),
 		wantLines("priority=4,in_port=1,dl_vlan=13 actions=pop_vlan,NORMAL"))
 	bf, _ := FlowsFor(s, OwnerNetwork(unmapped))
@@ -306,9 +306,9 @@ func TestNoopAntiSpoofing(t *testing.T) {
 		"table=25, priority=2,in_port=5,dl_src=fa:16:3e:fa:95:0c actions=goto_table:30",
 		"table=25, priority=2,in_port=5,dl_src=fa:16:3e:00:00:aa actions=goto_table:30",
 		"priority=9,in_port=5 actions=goto_table:25",
-		"table=24, priority=2,icmp6,in_port=5,icmp_type=136,nd_target=fd00::5 actions=goto_table:59",
-		"table=24, priority=2,icmp6,in_port=5,icmp_type=136,nd_target=fe80::f816:3eff:fefa:950c actions=goto_table:59",
-		"table=24, priority=2,icmp6,in_port=5,icmp_type=136,nd_target=fe80::f816:3eff:fe00:aa actions=goto_table:59",
+		"table=24, priority=2,icmp6,in_port=5,icmp_type=136,nd_target=fd00::5 actions=goto_table:58",
+		"table=24, priority=2,icmp6,in_port=5,icmp_type=136,nd_target=fe80::f816:3eff:fefa:950c actions=goto_table:58",
+		"table=24, priority=2,icmp6,in_port=5,icmp_type=136,nd_target=fe80::f816:3eff:fe00:aa actions=goto_table:58",
 		"priority=10,icmp6,in_port=5,icmp_type=136 actions=goto_table:24",
 		"table=24, priority=2,arp,in_port=5,arp_spa=10.101.0.172 actions=goto_table:25",
 		"table=24, priority=2,arp,in_port=5,arp_spa=10.101.1.0/24 actions=goto_table:25",
@@ -394,7 +394,7 @@ func TestProviderSegmentConflict(t *testing.T) {
 	s.Networks[f2] = &Network{Key: f2, Type: TypeFlat, PhysicalNetwork: "physnet1", LocalVLAN: 4}
 	s.Networks[f1] = &Network{Key: f1, Type: TypeFlat, PhysicalNetwork: "physnet1", LocalVLAN: 9}
 	eqLines(t, "winner", ownerFlows(t, s, OwnerNetwork(f2), "br-int"),
-		wantLines("priority=3,in_port=1,vlan_tci=0x0000/0x1fff actions=push_vlan:0x8100,set_field:4100->vlan_vid,goto_table:59"))
+		wantLines("priority=3,in_port=1,vlan_tci=0x0000/0x1fff actions=push_vlan:0x8100,set_field:4100->vlan_vid,goto_table:58"))
 	if bf, _ := FlowsFor(s, OwnerNetwork(f1)); len(bf) != 0 {
 		t.Errorf("loser has flows: %v", bf)
 	}
@@ -402,7 +402,7 @@ func TestProviderSegmentConflict(t *testing.T) {
 	// network of the physnet when one is removed).
 	delete(s.Networks, f2)
 	eqLines(t, "takeover", ownerFlows(t, s, OwnerNetwork(f1), "br-int"),
-		wantLines("priority=3,in_port=1,vlan_tci=0x0000/0x1fff actions=push_vlan:0x8100,set_field:4105->vlan_vid,goto_table:59"))
+		wantLines("priority=3,in_port=1,vlan_tci=0x0000/0x1fff actions=push_vlan:0x8100,set_field:4105->vlan_vid,goto_table:58"))
 }
 
 func TestDependents(t *testing.T) {

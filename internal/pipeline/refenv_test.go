@@ -16,18 +16,25 @@ import (
 	of "github.com/ovsagent/ovsagent/internal/openflow"
 )
 
-// The refenv scenario: the reference agent (21.0.0) on one host with a vxlan
+// The refenv scenario: the reference agent on one host with a vxlan
 // network (vm1, vm2), VLAN 101 on physnet1 (vm3), a flat network on physnet1
 // (vm4), firewall_driver=openvswitch, l2_population on, arp_responder off.
 // The state is built from the capture files the way the agent builds it:
 // ofports from `ovs-ofctl show`, tags adopted from the Port table, networks
 // and ports from the API.
+//
+// refenvZedDir holds the capture of the Zed reference agent (21.0.0). Our
+// flows are the newest release's (2026.2), so the Zed comparison expects
+// exactly the release differences listed in zedDifferences.
+const refenvZedDir = "testdata/refenv"
 
-const refenvDir = "testdata/refenv"
+// refenv2026Dir holds the capture of the 2026.2 reference agent (29.0.0),
+// whose flows ours must equal outside the firewall tables.
+const refenv2026Dir = "testdata/refenv-2026.2"
 
-func readRef(t *testing.T, name string) []byte {
+func readRef(t *testing.T, dir, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(refenvDir, name))
+	b, err := os.ReadFile(filepath.Join(dir, name))
 	if err != nil {
 		t.Fatalf("read %s: %v", name, err)
 	}
@@ -37,9 +44,9 @@ func readRef(t *testing.T, name string) []byte {
 var ofportLine = regexp.MustCompile(`^\s*(\d+)\(([^)]+)\):`)
 
 // parseOfctlShow maps port name -> ofport.
-func parseOfctlShow(t *testing.T, name string) map[string]uint32 {
+func parseOfctlShow(t *testing.T, dir, name string) map[string]uint32 {
 	out := map[string]uint32{}
-	sc := bufio.NewScanner(strings.NewReader(string(readRef(t, name))))
+	sc := bufio.NewScanner(strings.NewReader(string(readRef(t, dir, name))))
 	for sc.Scan() {
 		if m := ofportLine.FindStringSubmatch(sc.Text()); m != nil {
 			n, _ := strconv.Atoi(m[1])
@@ -58,10 +65,10 @@ type ovsdbPort struct {
 var kvRe = regexp.MustCompile(`([A-Za-z0-9_-]+)=("[^"]*"|[^,}]*)`)
 
 // parseOvsdbPorts reads `ovs-vsctl list Port` output.
-func parseOvsdbPorts(t *testing.T) []ovsdbPort {
+func parseOvsdbPorts(t *testing.T, dir string) []ovsdbPort {
 	var out []ovsdbPort
 	var cur *ovsdbPort
-	for _, line := range strings.Split(string(readRef(t, "ovsdb-Port.txt")), "\n") {
+	for _, line := range strings.Split(string(readRef(t, dir, "ovsdb-Port.txt")), "\n") {
 		k, v, ok := strings.Cut(line, ":")
 		if !ok {
 			continue
@@ -119,13 +126,16 @@ func refenvConfig() Config {
 	}
 }
 
-// refenvState builds the scenario's State. Port creation order in the
-// scenario is vm1, vm2 (vxlan), vm3 (vlan), vm4 (flat).
-func refenvState(t *testing.T) *State {
+// refenvState builds the Zed capture's State.
+func refenvState(t *testing.T) *State { return refenvStateIn(t, refenvZedDir) }
+
+// refenvStateIn builds the State of the capture in dir. Port creation order
+// in the scenario is vm1, vm2 (vxlan), vm3 (vlan), vm4 (flat).
+func refenvStateIn(t *testing.T, dir string) *State {
 	t.Helper()
-	intPorts := parseOfctlShow(t, "ofctl-show-br-int.txt")
-	tunPorts := parseOfctlShow(t, "ofctl-show-br-tun.txt")
-	physPorts := parseOfctlShow(t, "ofctl-show-br-phys.txt")
+	intPorts := parseOfctlShow(t, dir, "ofctl-show-br-int.txt")
+	tunPorts := parseOfctlShow(t, dir, "ofctl-show-br-tun.txt")
+	physPorts := parseOfctlShow(t, dir, "ofctl-show-br-phys.txt")
 
 	s := NewState(refenvConfig())
 	s.Int = IntBridge{Name: "br-int", Cookie: 0x1, PatchTunOfport: intPorts["patch-tun"]}
@@ -134,11 +144,11 @@ func refenvState(t *testing.T) *State {
 		IntOfport: intPorts["int-br-phys"], PhysOfport: physPorts["phy-br-phys"]}
 
 	var nets struct{ Networks []apiNetwork }
-	if err := json.Unmarshal(readRef(t, "api-networks.json"), &nets); err != nil {
+	if err := json.Unmarshal(readRef(t, dir, "api-networks.json"), &nets); err != nil {
 		t.Fatal(err)
 	}
 	var ports struct{ Ports []apiPort }
-	if err := json.Unmarshal(readRef(t, "api-ports.json"), &ports); err != nil {
+	if err := json.Unmarshal(readRef(t, dir, "api-ports.json"), &ports); err != nil {
 		t.Fatal(err)
 	}
 	netByID := map[string]apiNetwork{}
@@ -150,7 +160,7 @@ func refenvState(t *testing.T) *State {
 	vm := NewVLANManager()
 	var existing []ExistingTag
 	nameByIface := map[string]string{} // "tap" + first 11 chars of the port id
-	for _, p := range parseOvsdbPorts(t) {
+	for _, p := range parseOvsdbPorts(t, dir) {
 		if p.OtherConfig["net_uuid"] == "" {
 			continue
 		}
@@ -204,9 +214,9 @@ var cookieRe = regexp.MustCompile(`cookie=0x[0-9a-f]+`)
 func normalise(line string) string { return cookieRe.ReplaceAllString(line, "cookie=C") }
 
 // refLines reads a reference dump, normalised, optionally filtered.
-func refLines(t *testing.T, name string, keep func(string) bool) []string {
+func refLines(t *testing.T, dir, name string, keep func(string) bool) []string {
 	var out []string
-	for _, l := range strings.Split(string(readRef(t, name)), "\n") {
+	for _, l := range strings.Split(string(readRef(t, dir, name)), "\n") {
 		if strings.TrimSpace(l) == "" {
 			continue
 		}
@@ -275,38 +285,93 @@ func diffSets(want, got []string) (missing, extra []string) {
 	return missing, extra
 }
 
-// knownDifference is a line where we differ from the reference on purpose.
+// knownDifference is a reference line we do not produce (missing) or a line
+// we produce that the reference lacks (extra), with the reason.
 type knownDifference struct {
 	line   string // normalised
 	reason string
 }
 
-// Deliberate differences from the refenv capture. None today: every
-// non-firewall flow of the reference is reproduced byte for byte.
-var (
-	knownMissing = map[string][]knownDifference{} // bridge -> reference lines we do not produce
-	knownExtra   = map[string][]knownDifference{} // bridge -> lines we produce that the reference lacks
+// differences are the expected differences of one capture, per bridge.
+type differences struct {
+	missing, extra map[string][]knownDifference
+}
+
+// Reasons for the Zed (21.0.0) vs 2026.2 differences; docs/reference/releases.md
+// has the release of each.
+const (
+	whyPRL     = "PACKET_RATE_LIMIT moved 59 -> 58 (BANDWIDTH_RATE_LIMIT took 59, neutron 23.0.0/2023.2): entry paths go to 58"
+	whyBWL     = "the BANDWIDTH_RATE_LIMIT table 59 sits between 58 and 60 (neutron 23.0.0/2023.2)"
+	whyNormal  = "table 60's default NORMAL is priority 1 (neutron 25.0.0/2024.2, backported to Zed), below the OVS firewall's egress-direct priority 2"
+	whyTunLrn  = "GARP/RA/NA learn at priority 2 in LEARN_FROM_TUN (neutron 28.0.0/2026.1, backported to 2024.1+, bug 2123911)"
+	learnActs  = "actions=learn(table=20,hard_timeout=300,priority=1,cookie=C,NXM_OF_VLAN_TCI[0..11],NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],load:0->NXM_OF_VLAN_TCI[],load:NXM_NX_TUN_ID[]->NXM_NX_TUN_ID[],output:OXM_OF_IN_PORT[]),output:1"
+	zedTunPfx  = " cookie=C, table=10, priority=2,"
+	zedIntPfx  = " cookie=C, "
+	zedIntFlat = "priority=3,in_port=1,vlan_tci=0x0000/0x1fff actions=push_vlan:0x8100,set_field:4099->vlan_vid,goto_table:"
+	zedIntVLAN = "priority=3,in_port=1,dl_vlan=101 actions=set_field:4098->vlan_vid,goto_table:"
 )
 
-func checkBridge(t *testing.T, bridge string, want, got []string) {
+// zedDifferences: every line by which the Zed reference agent's capture
+// differs from our (2026.2) flows for the same state, outside the firewall
+// tables. The Zed comparison fails on any other difference, and on a listed
+// one that does not occur.
+var zedDifferences = differences{
+	missing: map[string][]knownDifference{
+		"br-int": {
+			{zedIntPfx + "priority=0 actions=goto_table:59", whyPRL},
+			{zedIntPfx + zedIntVLAN + "59", whyPRL},
+			{zedIntPfx + zedIntFlat + "59", whyPRL},
+			{zedIntPfx + "table=30, priority=0 actions=goto_table:59", whyPRL},
+			{zedIntPfx + "table=31, priority=0 actions=goto_table:59", whyPRL},
+			{zedIntPfx + "table=60, priority=3 actions=NORMAL", whyNormal},
+		},
+	},
+	extra: map[string][]knownDifference{
+		"br-int": {
+			{zedIntPfx + "priority=0 actions=goto_table:58", whyPRL},
+			{zedIntPfx + zedIntVLAN + "58", whyPRL},
+			{zedIntPfx + zedIntFlat + "58", whyPRL},
+			{zedIntPfx + "table=30, priority=0 actions=goto_table:58", whyPRL},
+			{zedIntPfx + "table=31, priority=0 actions=goto_table:58", whyPRL},
+			{zedIntPfx + "table=58, priority=0 actions=goto_table:59", whyBWL},
+			{zedIntPfx + "table=60, priority=1 actions=NORMAL", whyNormal},
+		},
+		"br-tun": {
+			{zedTunPfx + "arp,arp_tha=ff:ff:ff:ff:ff:ff " + learnActs, whyTunLrn},
+			{zedTunPfx + "icmp6,icmp_type=134 " + learnActs, whyTunLrn},
+			{zedTunPfx + "icmp6,icmp_type=136 " + learnActs, whyTunLrn},
+		},
+	},
+}
+
+// checkBridge fails on every difference between want (the capture) and got
+// (ours) that known does not list, and on every listed one that is absent.
+func checkBridge(t *testing.T, bridge string, want, got []string, known differences) {
 	t.Helper()
 	missing, extra := diffSets(want, got)
-	filter := func(lines []string, known []knownDifference) []string {
+	filter := func(kind string, lines []string, known []knownDifference) []string {
 		var out []string
+		used := make([]bool, len(known))
 	next:
 		for _, l := range lines {
-			for _, k := range known {
-				if k.line == l {
-					t.Logf("%s: known difference %q: %s", bridge, l, k.reason)
+			for i, k := range known {
+				if k.line == l && !used[i] {
+					used[i] = true
+					t.Logf("%s: expected difference (%s) %q: %s", bridge, kind, l, k.reason)
 					continue next
 				}
 			}
 			out = append(out, l)
 		}
+		for i, k := range known {
+			if !used[i] {
+				t.Errorf("%s: listed difference (%s) did not occur: %q (%s)", bridge, kind, k.line, k.reason)
+			}
+		}
 		return out
 	}
-	missing = filter(missing, knownMissing[bridge])
-	extra = filter(extra, knownExtra[bridge])
+	missing = filter("missing", missing, known.missing[bridge])
+	extra = filter("extra", extra, known.extra[bridge])
 	for _, l := range missing {
 		t.Errorf("%s: missing reference flow:\n%s", bridge, l)
 	}
@@ -315,28 +380,55 @@ func checkBridge(t *testing.T, bridge string, want, got []string) {
 	}
 }
 
+// refenvCaptures are the captures the golden tests compare with: the
+// release, its directory and the differences expected from our flows.
+func refenvCaptures() []struct {
+	release, dir string
+	known        differences
+} {
+	return []struct {
+		release, dir string
+		known        differences
+	}{
+		{"2026.2", refenv2026Dir, differences{}},
+		{"zed", refenvZedDir, zedDifferences},
+	}
+}
+
 func TestRefenvBrTun(t *testing.T) {
-	d := Compute(refenvState(t))
-	checkBridge(t, "br-tun", refLines(t, "flows-br-tun.nostats.txt", nil), renderAll(bridgeFlows(d, "br-tun")))
+	for _, c := range refenvCaptures() {
+		t.Run(c.release, func(t *testing.T) {
+			d := Compute(refenvStateIn(t, c.dir))
+			checkBridge(t, "br-tun", refLines(t, c.dir, "flows-br-tun.nostats.txt", nil), renderAll(bridgeFlows(d, "br-tun")), c.known)
+		})
+	}
 }
 
 func TestRefenvBrPhys(t *testing.T) {
-	d := Compute(refenvState(t))
-	checkBridge(t, "br-phys", refLines(t, "flows-br-phys.nostats.txt", nil), renderAll(bridgeFlows(d, "br-phys")))
+	for _, c := range refenvCaptures() {
+		t.Run(c.release, func(t *testing.T) {
+			d := Compute(refenvStateIn(t, c.dir))
+			checkBridge(t, "br-phys", refLines(t, c.dir, "flows-br-phys.nostats.txt", nil), renderAll(bridgeFlows(d, "br-phys")), c.known)
+		})
+	}
 }
 
 func TestRefenvBrIntNonFirewall(t *testing.T) {
-	d := Compute(refenvState(t))
-	want := refLines(t, "flows-br-int.nostats.txt", func(l string) bool { return !IsFirewallTable(lineTable(l)) })
-	got := renderAll(bridgeFlows(d, "br-int"))
-	for _, l := range got {
-		if IsFirewallTable(lineTable(l)) {
-			t.Errorf("pipeline produced a flow in a firewall table: %s", l)
-		}
-	}
-	checkBridge(t, "br-int", want, got)
-	if len(want) == 0 {
-		t.Fatal("no reference lines")
+	for _, c := range refenvCaptures() {
+		t.Run(c.release, func(t *testing.T) {
+			d := Compute(refenvStateIn(t, c.dir))
+			want := refLines(t, c.dir, "flows-br-int.nostats.txt", func(l string) bool { return !IsFirewallTable(lineTable(l)) })
+			got := renderAll(bridgeFlows(d, "br-int"))
+			for _, l := range got {
+				if IsFirewallTable(lineTable(l)) {
+					t.Errorf("pipeline produced a flow in a firewall table: %s", l)
+				}
+			}
+			checkBridge(t, "br-int", want, got, c.known)
+			if len(want) == 0 {
+				t.Fatal("no reference lines")
+			}
+		})
 	}
 }
 
@@ -393,7 +485,7 @@ func TestRefenvFreshAllocation(t *testing.T) {
 			Name      string `json:"name"`
 		}
 	}
-	if err := json.Unmarshal(readRef(t, "api-ports.json"), &ports); err != nil {
+	if err := json.Unmarshal(readRef(t, refenvZedDir, "api-ports.json"), &ports); err != nil {
 		t.Fatal(err)
 	}
 	sort.Slice(ports.Ports, func(i, j int) bool {
@@ -404,7 +496,7 @@ func TestRefenvFreshAllocation(t *testing.T) {
 		return a.Name < b.Name
 	})
 	want := map[string]uint16{}
-	for _, p := range parseOvsdbPorts(t) {
+	for _, p := range parseOvsdbPorts(t, refenvZedDir) {
 		if id := p.OtherConfig["net_uuid"]; id != "" {
 			want[id] = uint16(p.Tag)
 		}

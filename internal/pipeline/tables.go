@@ -7,7 +7,9 @@ type Table struct {
 	Name string
 }
 
-// br-int tables (neutron_lib/plugins/ml2/ovs_constants.py).
+// br-int tables (neutron_lib/plugins/ml2/ovs_constants.py, neutron-lib 3.x as
+// neutron 2026.2 uses it: PACKET_RATE_LIMIT moved from 59 to 58 when
+// BANDWIDTH_RATE_LIMIT took 59, so every entry path runs 0/30/31 -> 58 -> 59 -> 60).
 var (
 	IntLocalSwitching        = Table{0, "LOCAL_SWITCHING"}
 	IntDVRToSrcMAC           = Table{1, "DVR_TO_SRC_MAC"}
@@ -19,7 +21,8 @@ var (
 	IntMACSpoof              = Table{25, "MAC_SPOOF"}
 	IntLocalEgress           = Table{30, "LOCAL_EGRESS"}
 	IntLocalIP               = Table{31, "LOCAL_IP"}
-	IntPacketRateLimit       = Table{59, "PACKET_RATE_LIMIT"}
+	IntPacketRateLimit       = Table{58, "PACKET_RATE_LIMIT"}
+	IntBandwidthRateLimit    = Table{59, "BANDWIDTH_RATE_LIMIT"}
 	IntTransient             = Table{60, "TRANSIENT"}
 	IntLocalMACDirect        = Table{61, "LOCAL_MAC_DIRECT"}
 	IntTransientEgress       = Table{62, "TRANSIENT_EGRESS"}
@@ -60,6 +63,12 @@ var (
 	PhysDVRProcess           = Table{1, "DVR_PROCESS_PHYSICAL"}
 	PhysLocalVLANTranslation = Table{2, "LOCAL_VLAN_TRANSLATION"}
 	PhysDVRNotLearn          = Table{3, "DVR_NOT_LEARN_PHYSICAL"}
+	// The metadata_path extension's tables (neutron 2025.2+); ovs-agent
+	// installs nothing there, but the reference sweeps them at start.
+	PhysMetadataEgressNAT     = Table{80, "METADATA_EGRESS_NAT"}
+	PhysMetadataEgressOutput  = Table{87, "METADATA_EGRESS_OUTPUT"}
+	PhysMetadataARPResponder  = Table{90, "METADATA_IP_ARP_RESPONDER"}
+	PhysMetadataIngressDirect = Table{91, "METADATA_INGRESS_DIRECT"}
 )
 
 // IntTables, TunTables and PhysTables are the tables the reference agent
@@ -68,13 +77,14 @@ var (
 var (
 	IntTables = []Table{IntLocalSwitching, IntDVRToSrcMAC, IntDVRToSrcMACPhysical, IntCanary,
 		IntARPSpoof, IntMACSpoof, IntLocalMACDirect, IntLocalEgress, IntLocalIP, IntPacketRateLimit,
-		IntTransient, IntTransientEgress, IntBaseEgress, IntRulesEgress, IntAcceptOrIngress,
+		IntBandwidthRateLimit, IntTransient, IntTransientEgress, IntBaseEgress, IntRulesEgress, IntAcceptOrIngress,
 		IntDHCPv4, IntDHCPv6, IntBaseIngress, IntRulesIngress, IntAcceptedEgressTraffic,
 		IntAcceptedIngressTraffic, IntDroppedTraffic}
 	TunTables = []Table{TunLocalSwitching, TunDVRProcess, TunPatchLVToTun, TunGRETunToLV,
 		TunVXLANTunToLV, TunGeneveTunToLV, TunDVRNotLearn, TunLearnFromTun, TunUcastToTun,
 		TunARPResponder, TunFloodToTun}
-	PhysTables = []Table{PhysLocalSwitching, PhysDVRProcess, PhysLocalVLANTranslation, PhysDVRNotLearn}
+	PhysTables = []Table{PhysLocalSwitching, PhysDVRProcess, PhysLocalVLANTranslation, PhysDVRNotLearn,
+		PhysMetadataEgressNAT, PhysMetadataEgressOutput, PhysMetadataARPResponder, PhysMetadataIngressDirect}
 )
 
 // TableName returns the reference name of table id in tables (IntTables,

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,6 +96,93 @@ func DefaultTransportURL() string {
 	return "rabbit://guest:guest@127.0.0.1:5672/"
 }
 
+// TransportVia is DefaultTransportURL through another broker address (a relay on
+// 127.0.0.1:port) and, when user is set, as another user: the vhost stays the
+// one of the release's server.
+func TransportVia(port int, user, pass string) string {
+	u, err := url.Parse(DefaultTransportURL())
+	if err != nil {
+		return fmt.Sprintf("rabbit://guest:guest@127.0.0.1:%d/", port)
+	}
+	u.Host = fmt.Sprintf("127.0.0.1:%d", port)
+	if user != "" {
+		u.User = url.UserPassword(user, pass)
+	}
+	return u.String()
+}
+
+// TransportVHost is the vhost of DefaultTransportURL ("/" for Zed's).
+func TransportVHost() string {
+	u, err := url.Parse(DefaultTransportURL())
+	if err != nil || strings.TrimPrefix(u.Path, "/") == "" {
+		return "/"
+	}
+	v, err := url.PathUnescape(strings.TrimPrefix(u.Path, "/"))
+	if err != nil {
+		return "/"
+	}
+	return v
+}
+
+// MessagingOptions is $OVSAGENT_E2E_MESSAGING: [oslo_messaging_rabbit] options every agent
+// the harness starts gets, "key=value,key=value" (a server of refenv's MESSAGING variants has
+// them in its neutron.conf: `refenv/release.sh env` prints them as REFENV_MESSAGING), so that
+// the same tests run with ovs-agent declaring its queues as that server's oslo.messaging does.
+// A test's own AgentConfig.Set wins over them.
+func MessagingOptions() (map[string]string, error) {
+	return parseMessaging(os.Getenv("OVSAGENT_E2E_MESSAGING"))
+}
+
+func parseMessaging(s string) (map[string]string, error) {
+	opts := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		kv = strings.TrimSpace(kv)
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("OVSAGENT_E2E_MESSAGING: %q is not key=value", kv)
+		}
+		opts[k] = v
+	}
+	return opts, nil
+}
+
+// messaging adds MessagingOptions to c.Set's [oslo_messaging_rabbit] (a test's own values
+// stay). With use_queue_manager, queue names are <hostname>:<processname>:<n>, hostname
+// defaulting to the machine's name, and the counter (oslo's too) is per process group: two
+// agents on one machine (hv1 and hv2 here) would declare the same reply and fanout queues and
+// take each other's replies, so each gets hostname = its host, as two machines would have.
+func (c *AgentConfig) messaging() error {
+	opts, err := MessagingOptions()
+	if err != nil || len(opts) == 0 {
+		return err
+	}
+	set := map[string]map[string]string{}
+	for s, kv := range c.Set {
+		set[s] = map[string]string{}
+		for k, v := range kv {
+			set[s][k] = v
+		}
+	}
+	if set["oslo_messaging_rabbit"] == nil {
+		set["oslo_messaging_rabbit"] = map[string]string{}
+	}
+	r := set["oslo_messaging_rabbit"]
+	for k, v := range opts {
+		if _, ok := r[k]; !ok {
+			r[k] = v
+		}
+	}
+	if qm := strings.ToLower(r["use_queue_manager"]); (qm == "true" || qm == "1" || qm == "yes" || qm == "on") && r["hostname"] == "" {
+		r["hostname"] = c.Host
+	}
+	c.Set = set
+	return nil
+}
+
 func (c *AgentConfig) defaults() error {
 	def := func(p *string, v string) {
 		if *p == "" {
@@ -108,6 +196,9 @@ func (c *AgentConfig) defaults() error {
 	def(&c.BridgeMappings, "physnet1:br-phys")
 	def(&c.Firewall, "openvswitch")
 	def(&c.OVSDB, "unix:/var/run/openvswitch/db.sock")
+	if err := c.messaging(); err != nil {
+		return err
+	}
 	if c.L2Population == nil {
 		t := true
 		c.L2Population = &t

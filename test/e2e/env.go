@@ -121,6 +121,12 @@ func Main(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: waiting for another e2e run (", lockPath, ")")
 		time.Sleep(5 * time.Second)
 	}
+	if opts, err := MessagingOptions(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	} else if len(opts) > 0 {
+		fmt.Fprintf(os.Stderr, "e2e: every agent gets [oslo_messaging_rabbit] %v (OVSAGENT_E2E_MESSAGING)\n", opts)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	if err := Sweep(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: sweep:", err)

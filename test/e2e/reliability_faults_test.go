@@ -174,7 +174,7 @@ func TestReliabServerUnreachable(t *testing.T) {
 	e := NewEnv(t)
 	port := freePort(t)
 	relay := StartDaemon(t, "socat", fmt.Sprintf("TCP-LISTEN:%d,bind=127.0.0.1,fork,reuseaddr", port), "TCP:127.0.0.1:5672")
-	agent, took := e.StartAgentAlive(AgentConfig{TransportURL: fmt.Sprintf("rabbit://guest:guest@127.0.0.1:%d/", port)}, 90*time.Second)
+	agent, took := e.StartAgentAlive(AgentConfig{TransportURL: TransportVia(port, "", "")}, 90*time.Second)
 	t.Logf("agent alive through the relay on :%d after %s", port, took)
 	nw := e.Network(NetworkSpec{Name: "outage", NetworkType: "vxlan"})
 	e.Subnet(nw.ID, "10.250.35.0/24")
@@ -373,7 +373,7 @@ func TestReliabTLSAndPasswords(t *testing.T) {
 		defer cancel()
 		_, _ = rabbitmqctl(ctx, node, "delete_user", user)
 	})
-	if _, err := rabbitmqctl(e.Ctx, node, "set_permissions", "-p", "/", user, ".*", ".*", ".*"); err != nil {
+	if _, err := rabbitmqctl(e.Ctx, node, "set_permissions", "-p", TransportVHost(), user, ".*", ".*", ".*"); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -387,7 +387,7 @@ func TestReliabTLSAndPasswords(t *testing.T) {
 	}); !ok {
 		t.Fatal("TLS relay not listening")
 	}
-	url := fmt.Sprintf("rabbit://%s:%s@127.0.0.1:%d/", user, pass, port)
+	url := TransportVia(port, user, pass)
 	tlsCfg := func(caFile string) AgentConfig {
 		return AgentConfig{TransportURL: url, Debug: true,
 			Set: map[string]map[string]string{"oslo_messaging_rabbit": {"ssl": "True", "ssl_ca_file": caFile}}}

@@ -88,7 +88,7 @@ func agentQueues(ctx context.Context, node string, pid int) ([]string, error) {
 			myChans[r[0]] = true
 		}
 	}
-	cons, err := rabbitmqctl(ctx, node, "list_consumers", "queue_name", "channel_pid")
+	cons, err := rabbitmqctl(ctx, node, "list_consumers", "-p", TransportVHost(), "queue_name", "channel_pid")
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,10 @@ import (
 	"time"
 )
 
-const brokerURL = "amqp://guest:guest@127.0.0.1:5672/"
+// brokerAMQPURL: the broker of the release's server, in the amqp scheme
+func brokerAMQPURL() string {
+	return "amqp://" + strings.TrimPrefix(DefaultTransportURL(), "rabbit://")
+}
 
 var (
 	warnLine   = regexp.MustCompile(`^\S+ \S+ \d+ (WARNING|ERROR) `) // oslo.log's line
@@ -148,7 +151,7 @@ func TestReliabMalformedInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		linesBefore := len(logLines(agent, warnLine))
-		if err := publishRaw(e.Ctx, brokerURL, c.msgs); err != nil {
+		if err := publishRaw(e.Ctx, brokerAMQPURL(), c.msgs); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		var now float64

@@ -68,7 +68,27 @@ func TestSecGroupRuleTCP22(t *testing.T) {
 		t.Errorf("before the rule: %v", err)
 	}
 
+	sent := time.Now()
 	rule := e.Rule(RuleSpec{SecurityGroupID: ssh.ID, Protocol: "tcp", PortMin: 22, PortMax: 22, RemoteIPPrefix: "0.0.0.0/0"})
+	post := time.Since(sent)
+	// The POST's own time and the time until br-int has the rule's flow (table 82, tp_dst=22):
+	// the rule change time of issue 17 (a server hanging on its broker shows here).
+	if d, err := WaitFor(e.Ctx, sgConverge, func() error {
+		flows, err := e.OVS.DumpFlows(e.Ctx, "br-int")
+		if err != nil {
+			return err
+		}
+		for _, f := range flows {
+			if strings.Contains(f, "table=82") && strings.Contains(f, "tp_dst=22") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no table 82 flow with tp_dst=22")
+	}); err != nil {
+		t.Errorf("rule: %v", err)
+	} else {
+		t.Logf("rule: POST took %s; its flow (table 82, tp_dst=22) in br-int %s after the POST was sent", post.Round(time.Millisecond), (post + d).Round(time.Millisecond))
+	}
 	sgEventually(t, sgConverge, "tcp 22 allowed after the rule", func() error { return vm1.TCPEcho(e.Ctx, vm2.IP, 22) })
 	if err := sgTcpBlocked(e.Ctx, vm1, vm2.IP, 80); err != nil {
 		t.Errorf("with the rule: %v", err)

@@ -22,30 +22,32 @@ import (
 	"time"
 )
 
-// Paths of the reference agent as refenv installs it.
+// Paths of the reference agent as refenv installs it (inside the chroot
+// for 2025.1 and 2026.2; refNeutronConf() is the host path: refrelease_test.go).
 const (
 	refAgentBin     = "/usr/bin/neutron-openvswitch-agent"
-	refNeutronConf  = "/etc/neutron/refenv/neutron.conf"
 	refAgentIniPath = "/etc/neutron/refenv/openvswitch_agent.ini"
 )
 
 // takeoverFiles writes the test's copy of refenv's openvswitch_agent.ini
 // (plus an [ovsagent] metrics_listen the Python agent ignores) in a
 // directory of its own. Both agents are started with exactly
-// --config-file refNeutronConf --config-file <ini>.
+// --config-file refNeutronConf() --config-file <ini> (host paths; the
+// directory is inside the chroot of a chroot release).
 func takeoverFiles(t testing.TB) (dir, ini, metrics string) {
 	t.Helper()
-	if err := os.MkdirAll("/tmp/ovsagent-e2e", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("/tmp/ovsagent-e2e", "takeover-")
+	base, err := refBaseIni()
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, err := os.ReadFile(refAgentIniPath)
-	if err != nil {
-		t.Fatalf("refenv ini: %v (run refenv/setup.sh)", err)
+	if err := os.MkdirAll(refTmpDir(), 0o755); err != nil {
+		t.Fatal(err)
 	}
+	dir, err = os.MkdirTemp(refTmpDir(), "takeover-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("reference agent of release %s (chroot %q)", refRelease(), refChroot())
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +56,7 @@ func takeoverFiles(t testing.TB) (dir, ini, metrics string) {
 	l.Close()
 	restoreManagers(t)
 	ini = filepath.Join(dir, "openvswitch_agent.ini")
-	body := string(base) + "\n# ovsagent only (the reference ignores unknown sections)\n[ovsagent]\nmetrics_listen = " + metrics + "\n"
+	body := base + "\n# ovsagent only (the reference ignores unknown sections)\n[ovsagent]\nmetrics_listen = " + metrics + "\n"
 	if err := os.WriteFile(ini, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -129,19 +131,29 @@ func startRefAgent(t testing.TB, dir, ini string) *refAgent {
 // not a namespaced object: without it the flows land on the system OVS).
 func startRefAgentIn(t testing.TB, dir, ini, netns string, env ...string) *refAgent {
 	t.Helper()
-	r := &refAgent{t: t, ini: ini, logPath: filepath.Join(dir, "neutron-openvswitch-agent.log"),
+	// ini as the agent's processes name it (their command lines are matched)
+	r := &refAgent{t: t, ini: inChroot(ini), logPath: filepath.Join(dir, "neutron-openvswitch-agent.log"),
 		pidfile: filepath.Join(dir, "neutron-openvswitch-agent.pid"), procs: map[int]string{}}
 	out, err := os.OpenFile(filepath.Join(dir, "neutron-openvswitch-agent.stdout"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	argv := []string{refAgentBin, "--config-file", refNeutronConf, "--config-file", ini, "--log-file", r.logPath}
+	var binds []string
+	for _, kv := range env {
+		if d, ok := strings.CutPrefix(kv, "OVS_RUNDIR="); ok {
+			binds = append(binds, d)
+		}
+	}
+	argv := refAgentArgv([]string{refNeutronConf(), ini}, r.logPath, binds)
 	if netns != "" {
 		// ip netns exec execs the agent: the recorded pid is the agent's.
 		argv = append([]string{"ip", "netns", "exec", netns}, argv...)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = "/var/lib/neutron"
+	if refChroot() != "" {
+		cmd.Dir = "/" // chroot(8) changes to the chroot's / anyway
+	}
 	cmd.Env = append(append(os.Environ(), "PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin"), env...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

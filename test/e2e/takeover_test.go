@@ -74,7 +74,7 @@ func startOurs(t *testing.T, e *Env, ini, metrics string) *Agent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.NeutronConf, a.AgentIni = refNeutronConf, ini
+	a.NeutronConf, a.AgentIni = refNeutronConf(), ini
 	if err := a.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -171,8 +171,10 @@ func dryRunFiles(t *testing.T, e *Env, bin, conf, ini string) (string, [3]int) {
 	return string(out), n
 }
 
-// TestTakeoverFromReference: the reference agent wires two VMs on a VXLAN
-// network and one on a VLAN network; with a ping (-i 0.1) and a TCP session
+// TestTakeoverFromReference: the reference agent of the release the suite
+// runs against ($OVSAGENT_RELEASE: zed, 2025.1 or 2026.2) wires two VMs on a
+// VXLAN network, one on a VLAN network and takeoverExtraPorts more on the
+// VXLAN network (firewall on); with a ping (-i 0.1) and a TCP session
 // running between the two VXLAN VMs, it is stopped and ovs-agent started
 // with the same --config-file arguments. No ping lost, the TCP session
 // lives on, no port leaves ACTIVE, no flow of the reference's cookies is
@@ -197,8 +199,10 @@ func TestTakeoverFromReference(t *testing.T) {
 	waitRefWired(t, e, ref, before, nil, 240*time.Second)
 	vm1, vm2 := e.VM(nw, "vm1"), e.VM(nw, "vm2")
 	vm3 := e.VM(vnw, "vm3")
-	ports := []*Port{vm1.Port, vm2.Port, vm3.Port}
-	waitRefWired(t, e, ref, before, ports, 240*time.Second)
+	_, extra := plugPorts(t, e, nw, takeoverExtraPorts, "x")
+	ports := append([]*Port{vm1.Port, vm2.Port, vm3.Port}, extra...)
+	took := waitRefWired(t, e, ref, before, ports, 400*time.Second)
+	t.Logf("release %s: reference agent wired %d ports (all ACTIVE) in %s", refRelease(), len(ports), took)
 	if d, err := vm1.PingUntil(e.Ctx, vm2.IP, 60*time.Second); err != nil {
 		t.Fatalf("reference wiring: %v\n%s", err, ref.LogTail(30))
 	} else {
@@ -222,10 +226,10 @@ func TestTakeoverFromReference(t *testing.T) {
 	watch := watchStatus(e.Ctx, e.Neutron, ports)
 	time.Sleep(time.Second)
 
-	took, killed := ref.Stop(20 * time.Second)
-	t.Logf("reference agent stopped after %s (SIGKILL needed: %v)", took, killed)
+	stopTook, killed := ref.Stop(20 * time.Second)
+	t.Logf("reference agent stopped after %s (SIGKILL needed: %v)", stopTook, killed)
 	bin, _ := AgentBinary()
-	plan, pn := dryRunFiles(t, e, bin, refNeutronConf, ini)
+	plan, pn := dryRunFiles(t, e, bin, refNeutronConf(), ini)
 	t.Logf("takeover --dry-run on the reference's dataplane (add/modify/remove %v):\n%s", pn, plan)
 	if strings.Contains(plan, "RE-TAGGED") || strings.Contains(plan, "NEW (ports re-tagged)") {
 		t.Errorf("the dry run would re-tag ports the reference wired")
@@ -234,13 +238,16 @@ func TestTakeoverFromReference(t *testing.T) {
 	a := startOurs(t, e, ini, metrics)
 	r := waitSwapped(t, e, start, refCookies, a, 90*time.Second)
 	t.Logf("ovs-agent: in sync %s after start, reference cookies gone after %s", r.syncAfter, r.cleanAfter)
+	if wired, err := a.Metric(e.Ctx, "ovsagent_ports_wired"); err != nil || int(wired) != len(ports) {
+		t.Errorf("ovsagent_ports_wired = %v (%v), want %d", wired, err, len(ports))
+	}
 	t.Logf("agent timings: %s", timingMetrics(e.Ctx, a))
 	time.Sleep(3 * time.Second)
 
 	st := pinger.Stop()
 	polls, changes := watch.Stop()
 	sent, got, maxRTT, failures := sess.Stop()
-	t.Logf("ping across the swap: sent %d, received %d, lost %d", st.Sent, st.Received, st.Lost())
+	t.Logf("TAKEOVER release %s, %d ports: ping across the swap: sent %d, received %d, lost %d", refRelease(), len(ports), st.Sent, st.Received, st.Lost())
 	t.Logf("TCP session: %d sent, %d echoed, max RTT %s, failures %v", sent, got, maxRTT, failures)
 	t.Logf("port status: %d polls, non-ACTIVE seen: %v", polls, changes)
 	if st.Sent < 20 || st.Lost() != 0 {
@@ -314,6 +321,67 @@ func TestTakeoverFromReference(t *testing.T) {
 	reverseSwap(t, e, a, dir, ini, vm1, vm2, ports, 5008)
 }
 
+// takeoverExtraPorts is how many VM ports TestTakeoverFromReference adds to
+// its three (issue 17: a takeover of 20+ ports).
+const takeoverExtraPorts = 20
+
+// plugPorts creates n ports on the network bound to e.Host and plugs them
+// (8 at a time); everything is removed at cleanup, before the network.
+func plugPorts(t *testing.T, e *Env, nw *Network, n int, prefix string) ([]*VM, []*Port) {
+	t.Helper()
+	vms := make([]*VM, n)
+	ports := make([]*Port, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			p, err := e.Neutron.CreatePort(e.Ctx, PortSpec{Name: e.name(fmt.Sprintf("%s%03d", prefix, i)), NetworkID: nw.ID, HostID: e.Host})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			ports[i] = p
+			vms[i], errs[i] = PlugVM(e.Ctx, PlugSpec{Port: p, MTU: nw.MTU, OVS: e.OVS, EnsureBridge: true})
+		}(i)
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		// before the network's cleanup (LIFO); unplugs and deletes one by one take long
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 8)
+		for i := range vms {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				if vms[i] != nil {
+					_ = vms[i].Unplug(ctx)
+				}
+				if ports[i] != nil {
+					if err := e.Neutron.DeletePort(ctx, ports[i].ID); err != nil && !IsNotFound(err) {
+						t.Errorf("cleanup: %v", err)
+					}
+				}
+			}(i)
+		}
+		wg.Wait()
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("port %d: %v", i, err)
+		}
+	}
+	return vms, ports
+}
+
 // reverseSwap stops ovs-agent and starts the reference agent with the same
 // files while a ping and a TCP session run; it logs the loss and the times
 // (the reference's behaviour is not ours to fix: nothing fails here).
@@ -376,56 +444,7 @@ func TestTakeover100Ports(t *testing.T) {
 	ref := startRefAgent(t, dir, ini)
 	waitRefWired(t, e, ref, before, nil, 240*time.Second)
 	const n = 100
-	vms := make([]*VM, n)
-	ports := make([]*Port, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			p, err := e.Neutron.CreatePort(e.Ctx, PortSpec{Name: e.name(fmt.Sprintf("p%03d", i)), NetworkID: nw.ID, HostID: e.Host})
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			ports[i] = p
-			vms[i], errs[i] = PlugVM(e.Ctx, PlugSpec{Port: p, MTU: nw.MTU, OVS: e.OVS, EnsureBridge: true})
-		}(i)
-	}
-	wg.Wait()
-	t.Cleanup(func() {
-		// before the network's cleanup (LIFO); 100 unplugs and deletes need more than a minute one by one
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 8)
-		for i := range vms {
-			wg.Add(1)
-			go func(i int) {
-				defer wg.Done()
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				if vms[i] != nil {
-					_ = vms[i].Unplug(ctx)
-				}
-				if ports[i] != nil {
-					if err := e.Neutron.DeletePort(ctx, ports[i].ID); err != nil && !IsNotFound(err) {
-						t.Errorf("cleanup: %v", err)
-					}
-				}
-			}(i)
-		}
-		wg.Wait()
-	})
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("port %d: %v", i, err)
-		}
-	}
+	vms, ports := plugPorts(t, e, nw, n, "p")
 	t.Logf("%d ports created and plugged", n)
 
 	waitRefWired(t, e, ref, before, ports, 400*time.Second)

@@ -17,10 +17,10 @@ import (
 // --config-file arguments.
 func refTwoHostIni(t *testing.T, h *Hypervisor, metrics string) (dir, ini string) {
 	t.Helper()
-	if err := os.MkdirAll("/tmp/ovsagent-e2e", 0o755); err != nil {
+	if err := os.MkdirAll(refTmpDir(), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	dir, err := os.MkdirTemp("/tmp/ovsagent-e2e", "takeover-"+h.Name+"-")
+	dir, err := os.MkdirTemp(refTmpDir(), "takeover-"+h.Name+"-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestTakeoverTwoHosts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a.NeutronConf, a.AgentIni = refNeutronConf, r.ini
+		a.NeutronConf, a.AgentIni = refNeutronConf(), r.ini
 		if err := a.Start(); err != nil {
 			t.Fatal(err)
 		}
