@@ -11,6 +11,7 @@ import (
 	"github.com/ovsagent/ovsagent/internal/metrics"
 	"github.com/ovsagent/ovsagent/internal/neutron"
 	"github.com/ovsagent/ovsagent/internal/ovsdb"
+	"github.com/ovsagent/ovsagent/internal/trunk"
 )
 
 // The one place the agent's features are built (internal/feature): the
@@ -41,9 +42,53 @@ type featureDeps struct {
 
 type featureBuilder func(featureDeps) (feature.Feature, error)
 
-// alwaysFeatures run whatever the configuration says (the reference always
-// runs its trunk handler), in this order.
-var alwaysFeatures []featureBuilder
+// alwaysFeatures run whatever [agent] extensions says (the reference always
+// runs its trunk handler, when [ovs] trunk_enabled), in this order. A builder
+// may return no feature (nil) when its own option turns it off.
+var alwaysFeatures = []featureBuilder{buildTrunk}
+
+// buildTrunk is the reference's ovs_capabilities: the trunk handler when
+// [ovs] trunk_enabled (default True). In the dry-run subcommands the feature
+// is there (trunk bridges are state it rebuilds, not a refusal) but runs
+// nothing. Without trunk_enabled a trunk bridge is refused at the start as
+// the state of a feature that is absent.
+func buildTrunk(d featureDeps) (feature.Feature, error) {
+	if d.Config != nil && !d.Config.OVS.TrunkEnabled {
+		return nil, nil
+	}
+	f := &trunk.Feature{}
+	if d.DryRun || d.Client == nil || d.OVSDB == nil {
+		return f, nil
+	}
+	log := d.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	h := &trunk.Handler{IntBridge: d.Config.OVS.IntegrationBridge, RPC: d.Client.Trunk(), OVS: d.OVSDB,
+		Log: log.With("feature", trunk.FeatureName)}
+	if c, err := d.Metrics.NewCounter("ovsagent_trunk_status_reports_total",
+		"Trunk statuses reported to neutron-server (update_trunk_status), by status and result.", "status", "result"); err != nil {
+		return nil, err
+	} else if c != nil {
+		h.OnStatus = func(_, status string, err error) {
+			res := "ok"
+			if err != nil {
+				res = "error"
+			}
+			c.Inc(status, res)
+		}
+	}
+	if d.Server != nil {
+		subs := neutron.TrunkSubscriptions(h, nil)
+		for _, s := range subs {
+			if err := d.Server.Serve(s.Topic, s.Endpoints...); err != nil {
+				return nil, fmt.Errorf("consume %s: %w", s.Topic, err)
+			}
+		}
+	}
+	f.Handler, f.Watch = h, d.OVSDB.WatchBridgePrefix
+	return f, nil
+}
 
 // extensionFeatures are the [agent] extensions ovs-agent implements, by
 // name. An extension stays Refused in the option table
@@ -60,7 +105,9 @@ func buildFeatures(d featureDeps, extensions []string) ([]feature.Feature, error
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		out = append(out, f)
+		if f != nil {
+			out = append(out, f)
+		}
 		return nil
 	}
 	for i, b := range alwaysFeatures {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ovsagent/ovsagent/internal/agent"
 	"github.com/ovsagent/ovsagent/internal/config"
+	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/firewall"
 	"github.com/ovsagent/ovsagent/internal/metrics"
 	"github.com/ovsagent/ovsagent/internal/neutron"
@@ -139,6 +140,13 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	watchConnections(m, tr, oc, of, layout.Bridges())
+	// Features with work of their own (the trunk handler) start once the host
+	// passed the checks above and the consumers are served.
+	for _, f := range features {
+		if r, ok := f.(feature.Runner); ok {
+			go r.Run(ctx)
+		}
+	}
 
 	if cfg.Agent.ReportInterval > 0 {
 		sys, _ := oc.System(ctx)

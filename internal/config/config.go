@@ -93,6 +93,9 @@ type OVSOptions struct {
 	OVSDBTimeout       time.Duration // 10 s
 	BridgeMACTableSize int           // 50000
 	IGMPSnoopingEnable bool
+	// TrunkEnabled runs the trunk handler (vlan-aware VMs), default True as in the
+	// reference, which registers it only then.
+	TrunkEnabled bool
 	// igmp_flood, igmp_flood_reports (default True), igmp_flood_unregistered:
 	// br-int's and its patch ports' mcast-snooping-* other_config.
 	IGMPFlood, IGMPFloodReports, IGMPFloodUnregistered bool
@@ -254,6 +257,7 @@ func Defaults() *Config {
 			OVSDBConnection:    "tcp:127.0.0.1:6640",
 			OVSDBTimeout:       10 * time.Second,
 			BridgeMACTableSize: 50000,
+			TrunkEnabled:       true,
 			IGMPFloodReports:   true,
 			Placement: Placement{
 				InventoryDefaults:   defaultInventoryDefaults(),

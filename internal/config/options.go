@@ -212,7 +212,7 @@ var optionTable = func() []OptionInfo {
 		h(ovs, "resource_provider_packet_processing_with_direction", ""),
 		h(ovs, "resource_provider_packet_processing_inventory_defaults", "allocation_ratio:1.0,min_unit:1,step_size:1,reserved:0"),
 		refBool(ovs, "qos_meter_bandwidth", "QoS is "+notYet),
-		ne(ovs, "trunk_enabled", "True", "trunk ports are "+notYet+"; True (the default) is accepted because every configuration carries it, and no trunk is ever reported ACTIVE"),
+		h(ovs, "trunk_enabled", "True"),
 
 		// [securitygroup]
 		part(sg, "firewall_driver", "", "the iptables_hybrid driver is "+notYet+" (openvswitch and noop are)", "iptables_hybrid",
@@ -320,6 +320,7 @@ var optionProofs = map[string]string{
 	"ovs.datapath_type":                                 "TestBridgeOptionsTakeEffect",
 	"ovs.bridge_mac_table_size":                         "TestBridgeOptionsTakeEffect",
 	"ovs.igmp_snooping_enable":                          "TestBridgeOptionsTakeEffect",
+	"ovs.trunk_enabled":                                 "TestTrunkEnabledBuildsTheHandler",
 	"ovs.igmp_flood":                                    "TestBridgeOptionsTakeEffect",
 	"ovs.igmp_flood_reports":                            "TestBridgeOptionsTakeEffect",
 	"ovs.igmp_flood_unregistered":                       "TestBridgeOptionsTakeEffect",

@@ -233,6 +233,7 @@ func Parse(raw *Raw) (*Config, error) {
 	p.seconds(ovs, "ovsdb_timeout", &o.OVSDBTimeout, 1)
 	p.integer(ovs, "bridge_mac_table_size", &o.BridgeMACTableSize, 1, math.MaxInt)
 	p.boolean(ovs, "igmp_snooping_enable", &o.IGMPSnoopingEnable)
+	p.boolean(ovs, "trunk_enabled", &o.TrunkEnabled)
 	p.boolean(ovs, "igmp_flood", &o.IGMPFlood)
 	p.boolean(ovs, "igmp_flood_reports", &o.IGMPFloodReports)
 	p.boolean(ovs, "igmp_flood_unregistered", &o.IGMPFloodUnregistered)

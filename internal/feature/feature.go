@@ -24,6 +24,7 @@
 //     whose changes it wants, delivered on the loop.
 //   - Syncer: work that talks to something outside the flows (OVSDB rows,
 //     RPC calls), run once per batch and retried with back-off on error.
+//   - Runner: work of its own outside the loop (started with the agent).
 //   - Resyncer: told of a full resync (broker or OVSDB reconnect, revived).
 //   - EventHandler: its own events from other goroutines (Host.Notify).
 //   - Explainer: the owners of a port's flows and what each flow is for
@@ -180,6 +181,16 @@ type ResourceHandler interface {
 // retry_min/retry_max doubling); the batch goes on.
 type Syncer interface {
 	Sync(ctx context.Context) error
+}
+
+// Runner is a feature with work of its own outside the loop: its own
+// OVSDB watch and RPC calls that may wait (the trunk handler waits up to a
+// minute for a VM on a new trunk bridge). Run is started once, after the
+// agent's consumers are served, on its own goroutine, and returns when ctx
+// ends. What it does must not touch the loop's state; it talks to OVSDB and
+// the server through the edges it was built with.
+type Runner interface {
+	Run(ctx context.Context)
 }
 
 // Resyncer is told of a full resync: state it caches from the server may

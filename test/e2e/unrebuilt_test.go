@@ -45,19 +45,23 @@ func TestTakeoverRefusesUnrebuiltState(t *testing.T) {
 	cases := []struct {
 		name, want string
 		add, del   func() error
+		set        map[string]map[string]string
 	}{
 		{"DVR flow", "DVR flows (1 on br-int tables 1-4)",
 			func() error { _, err := e.OVS.Ofctl(e.Ctx, "add-flow", "br-int", dvr); return err },
 			func() error {
 				_, err := e.OVS.Ofctl(e.Ctx, "del-flows", "br-int", "cookie=0x5eed0001/-1,table=1")
 				return err
-			}},
+			}, nil},
 		{"trunk bridge", "trunk bridges (tbr-e2e0001-aa)",
 			func() error {
 				_, err := e.OVS.Vsctl(e.Ctx, "add-br", "tbr-e2e0001-aa", "--", "set", "Bridge", "tbr-e2e0001-aa", "datapath_type=netdev")
 				return err
 			},
-			func() error { _, err := e.OVS.Vsctl(e.Ctx, "--if-exists", "del-br", "tbr-e2e0001-aa"); return err }},
+			func() error { _, err := e.OVS.Vsctl(e.Ctx, "--if-exists", "del-br", "tbr-e2e0001-aa"); return err },
+			// The trunk handler rebuilds trunk bridges; without it (as the reference
+			// without trunk_enabled) one is state nobody rebuilds.
+			map[string]map[string]string{"ovs": {"trunk_enabled": "False"}}},
 		{"QoS rows", "1 QoS and 0 Queue rows",
 			func() error {
 				_, err := e.OVS.Vsctl(e.Ctx, "create", "QoS", "type=linux-htb", "external_ids:e2e=unrebuilt")
@@ -74,14 +78,14 @@ func TestTakeoverRefusesUnrebuiltState(t *testing.T) {
 					}
 				}
 				return nil
-			}},
+			}, nil},
 	}
 	for _, c := range cases {
 		if err := c.add(); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		t.Cleanup(func() { _ = c.del() })
-		a, err := NewAgent(AgentConfig{})
+		a, err := NewAgent(AgentConfig{Set: c.set})
 		if err != nil {
 			t.Fatal(err)
 		}
