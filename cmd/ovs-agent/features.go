@@ -11,6 +11,7 @@ import (
 	"github.com/ovsagent/ovsagent/internal/metrics"
 	"github.com/ovsagent/ovsagent/internal/neutron"
 	"github.com/ovsagent/ovsagent/internal/ovsdb"
+	"github.com/ovsagent/ovsagent/internal/qos"
 	"github.com/ovsagent/ovsagent/internal/trunk"
 )
 
@@ -94,6 +95,19 @@ func buildTrunk(d featureDeps) (feature.Feature, error) {
 // name. An extension stays Refused in the option table
 // (internal/config/options.go) until its builder is here.
 var extensionFeatures = map[string]featureBuilder{"qos": buildQoS}
+
+// extensionTypes register the OVO types an extension consumes (cache maps and
+// push topics): run calls registerExtensionTypes before it builds the cache, so an
+// agent without the extension neither caches nor subscribes to them.
+var extensionTypes = map[string]func(){"qos": qos.Register}
+
+func registerExtensionTypes(extensions []string) {
+	for _, name := range extensions {
+		if r := extensionTypes[name]; r != nil {
+			r()
+		}
+	}
+}
 
 // buildFeatures builds the always-on features, then the extensions named
 // (in their configured order). A name without a builder is an error: the

@@ -77,6 +77,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	client := neutron.NewClient(rpc, cfg.Default.Host)
 	client.DeviceListStep = cfg.DeviceListChunk()
 	var srv *agent.NeutronServer
+	registerExtensionTypes(cfg.Agent.Extensions)
 	cache := neutron.NewCache(neutron.CacheOptions{OnEvent: func(ev neutron.Event) {
 		if ag := a.Load(); ag != nil {
 			agent.NotifyFromCache(ag, cfg.Default.Host, ev)
@@ -99,7 +100,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 
 	reporter := &neutron.Reporter{Client: client, Interval: cfg.Agent.ReportInterval}
 	opt := agentOptions(cfg)
-	features, err := buildFeatures(featureDeps{Config: cfg, OVSDB: oc, Client: client, Server: rpc, Cache: cache, OpenFlow: of, Metrics: m, Log: log}, nil)
+	features, err := buildFeatures(featureDeps{Config: cfg, OVSDB: oc, Client: client, Server: rpc, Cache: cache, OpenFlow: of, Metrics: m, Log: log}, cfg.Agent.Extensions)
 	if err != nil {
 		return err
 	}
@@ -388,7 +389,7 @@ func explain(ctx context.Context, cfg *config.Config, log *slog.Logger, portID s
 			return err
 		}
 	}
-	features, err := buildFeatures(featureDeps{Config: cfg, OVSDB: oc, Log: log, DryRun: true}, nil)
+	features, err := buildFeatures(featureDeps{Config: cfg, OVSDB: oc, Log: log, DryRun: true}, cfg.Agent.Extensions)
 	if err != nil {
 		return err
 	}

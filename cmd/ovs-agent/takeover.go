@@ -73,7 +73,7 @@ func takeoverDryRun(ctx context.Context, cfg *config.Config, log *slog.Logger, w
 		return fmt.Errorf("ovsdb_connection %s: %w", cfg.OVS.OVSDBConnection, err)
 	}
 	defer oc.Close()
-	features, err := buildFeatures(featureDeps{Config: cfg, OVSDB: oc, Log: log, DryRun: true}, nil)
+	features, err := buildFeatures(featureDeps{Config: cfg, OVSDB: oc, Log: log, DryRun: true}, cfg.Agent.Extensions)
 	if err != nil {
 		return err
 	}

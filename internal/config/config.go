@@ -68,6 +68,9 @@ type AgentOptions struct {
 	QuittingRPCTimeout     time.Duration // 10 s
 	ReportInterval         time.Duration // 30 s; 0 disables state reports
 	LogAgentHeartbeats     bool
+	// Extensions are the [agent] extensions to run, in order ("qos" only:
+	// the option table refuses the others).
+	Extensions []string
 }
 
 // BridgeMapping is one physnet:bridge entry of [ovs] bridge_mappings.
@@ -99,6 +102,9 @@ type OVSOptions struct {
 	// igmp_flood, igmp_flood_reports (default True), igmp_flood_unregistered:
 	// br-int's and its patch ports' mcast-snooping-* other_config.
 	IGMPFlood, IGMPFloodReports, IGMPFloodUnregistered bool
+	// QoSMeterBandwidth: the qos extension limits bandwidth with OpenFlow
+	// meters on br-int (with it) or OVSDB QoS/Queue rows (without).
+	QoSMeterBandwidth bool
 
 	// Placement is the resource_provider_* options (and [ml2]
 	// tunnelled_network_rp_name), reported in report_state.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/neutron"
@@ -17,12 +18,18 @@ import (
 // by the port lifecycle and the server's objects, its flows a FlowSource, the
 // Runtime's I/O in Sync.
 
-// The cache holds QosPolicy objects and the agent consumes their push topic
-// (neutron-vo-QosPolicy-1.10) once this package is in the binary: the seam's types
-// are registered before the cache is built, whatever the configuration says.
-func init() {
-	neutron.RegisterType(neutron.TypeQosPolicy, neutron.ResourceVersions[neutron.TypeQosPolicy],
-		func() neutron.DecodableResource { return &neutron.QosPolicy{} })
+var registerOnce sync.Once
+
+// Register makes the cache hold QosPolicy objects and the agent consume their push
+// topic (neutron-vo-QosPolicy-1.10). Only an agent with the qos extension calls it,
+// as the reference subscribes to that topic only with the extension loaded; it must
+// run before the cache is built (neutron.NewCache makes a map per registered type).
+// Idempotent.
+func Register() {
+	registerOnce.Do(func() {
+		neutron.RegisterType(neutron.TypeQosPolicy, neutron.ResourceVersions[neutron.TypeQosPolicy],
+			func() neutron.DecodableResource { return &neutron.QosPolicy{} })
+	})
 }
 
 // ownerPhysical owns the minimum-bandwidth set_queue flows of the physical bridges.
