@@ -16,8 +16,7 @@ import (
 // In a dry run it gets no edge that changes anything.
 func buildQoS(d featureDeps) (feature.Feature, error) {
 	deps := qos.Deps{
-		// [ovs] qos_meter_bandwidth is refused (only False) until qos is honoured
-		Options:           qos.Options{},
+		Options:           qos.Options{MeterBandwidth: d.Config.OVS.QoSMeterBandwidth},
 		MinBandwidthQoSID: uuid.NewString(),
 	}
 	if d.DryRun || d.OVSDB == nil || d.OpenFlow == nil || d.Client == nil || d.Cache == nil {
