@@ -212,6 +212,7 @@ func Parse(raw *Raw) (*Config, error) {
 	p.seconds(agent, "quitting_rpc_timeout", &a.QuittingRPCTimeout, 0)
 	p.floatSeconds(agent, "report_interval", &a.ReportInterval)
 	p.boolean(agent, "log_agent_heartbeats", &a.LogAgentHeartbeats)
+	p.list(agent, "extensions", &a.Extensions)
 
 	o := &c.OVS
 	p.str(ovs, "integration_bridge", &o.IntegrationBridge)
@@ -237,6 +238,7 @@ func Parse(raw *Raw) (*Config, error) {
 	p.boolean(ovs, "igmp_flood", &o.IGMPFlood)
 	p.boolean(ovs, "igmp_flood_reports", &o.IGMPFloodReports)
 	p.boolean(ovs, "igmp_flood_unregistered", &o.IGMPFloodUnregistered)
+	p.boolean(ovs, "qos_meter_bandwidth", &o.QoSMeterBandwidth)
 	p.str("ml2", "tunnelled_network_rp_name", &o.Placement.TunnelledRPName)
 	p.parsePlacement(c.Default.Host, o.BridgeMappings, &o.Placement)
 

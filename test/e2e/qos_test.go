@@ -1,11 +1,8 @@
-//go:build e2e && qosextension
+//go:build e2e
 
-// Behind its own tag while [agent] extensions = qos is refused at load (the agent
-// would not start): it is the effect test for turning it on. The refenv servers run
-// the qos service plugin and the ml2 qos extension driver (refenv/etc/neutron); what
-// is left is the option table (accept qos in agent.extensions, honour
-// qos_meter_bandwidth and parse both): branch qos2-honour. Then:
-// go test -tags 'e2e qosextension' -run '^TestQoSExtension$' ./test/e2e/
+// TestQoSExtension is the effect test of [agent] extensions = qos and [ovs]
+// qos_meter_bandwidth (optionProofs): the refenv servers run the qos service plugin
+// and the ml2 qos extension driver (refenv/etc/neutron).
 
 package e2e
 
