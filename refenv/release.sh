@@ -196,8 +196,9 @@ release_setup() {
   release_vars
   mkdir -p "$RRUN"
   # a server without the QoS API runs a configuration from before qos: stopped, reconfigured below
-  if [ "$(rapi_code)" = 200 ] && [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'X-Project-Id: demo' "http://127.0.0.1:$REFENV_API_PORT/v2.0/qos/policies" || true)" != 200 ]; then
-    rlog "neutron $RELEASE has no QoS API (configuration before qos): restarting it reconfigured"
+  if [ "$(rapi_code)" = 200 ] && { [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'X-Project-Id: demo' "http://127.0.0.1:$REFENV_API_PORT/v2.0/qos/policies" || true)" != 200 ] ||
+       [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'X-Project-Id: demo' "http://127.0.0.1:$REFENV_API_PORT/v2.0/trunks" || true)" != 200 ]; }; then
+    rlog "neutron $RELEASE has no QoS or trunk API (configuration before the qos and trunk plugins): restarting it reconfigured"
     release_stop
   fi
   if [ "$(rapi_code)" = 200 ]; then

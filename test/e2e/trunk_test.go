@@ -5,13 +5,8 @@ package e2e
 // Trunk ports (vlan-aware VMs) with real packets, on two hypervisors (twohost: each its
 // own OVS and ovs-agent in a namespace, so the shared br-int is not involved): the trunk
 // VM on the first, a VM on each network spread over both. The server must run the trunk service
-// plugin: refenv's shared server does not (service_plugins empty), so this runs against
-// the private one of refenv/trunkserver.sh (its own database and vhost):
-//
-//	refenv/trunkserver.sh start
-//	OVSAGENT_NEUTRON_URL=http://127.0.0.1:9698/v2.0 \
-//	OVSAGENT_TRANSPORT_URL=rabbit://guest:guest@127.0.0.1:5672/neutron-trunk \
-//	  flock /tmp/ovsagent-e2e.lock go test -tags e2e -count=1 -run '^TestTrunk$' -v ./test/e2e/
+// plugin: refenv's servers do (service_plugins = qos,trunk); refenv/trunkserver.sh starts a
+// private Zed server with it on 127.0.0.1:9698 (own database and vhost) for runs beside them.
 
 import (
 	"context"
