@@ -212,10 +212,27 @@ func PlugVM(ctx context.Context, s PlugSpec) (*VM, error) {
 	if _, err := v.ipHost(ctx, "link", "set", v.Tap, "up"); err != nil {
 		return v, err
 	}
-	_, err := v.OVS.Vsctl(ctx, "--", "--may-exist", "add-port", v.Bridge, v.Tap, "--", "set", "Interface", v.Tap,
-		"external_ids:iface-id="+p.ID, "external_ids:attached-mac="+v.MAC,
-		"external_ids:iface-status=active", "external_ids:vm-uuid="+p.DeviceID)
+	// --may-exist makes the add idempotent, so a connection the server dropped is retried:
+	// the Zed reference agent adds a Manager on ovsdb-server's own socket path at its start,
+	// and ovsdb-server dropped a client mid-request then ("send error: Broken pipe", seen in
+	// TestTakeoverFromReference plugging 20 ports at once).
+	var err error
+	for try := 0; try < 3; try++ {
+		_, err = v.OVS.Vsctl(ctx, "--", "--may-exist", "add-port", v.Bridge, v.Tap, "--", "set", "Interface", v.Tap,
+			"external_ids:iface-id="+p.ID, "external_ids:attached-mac="+v.MAC,
+			"external_ids:iface-status=active", "external_ids:vm-uuid="+p.DeviceID)
+		if err == nil || !transientOVSDBError(err) {
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
 	return v, err
+}
+
+// transientOVSDBError: the client lost its connection to ovsdb-server (not a refused request).
+func transientOVSDBError(err error) bool {
+	m := err.Error()
+	return strings.Contains(m, "Broken pipe") || strings.Contains(m, "Connection reset") || strings.Contains(m, "connection dropped")
 }
 
 // Unplug removes the tap from OVS, the veth and the namespace; it ignores
