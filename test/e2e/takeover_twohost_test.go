@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -224,6 +225,7 @@ func TestTakeoverTwoHosts(t *testing.T) {
 				t.Fatal(err)
 			}
 			onlyRef, onlyOurs := thDiffLines(refFlows[br].Normalized(), d.Normalized())
+			onlyRef, onlyOurs = dropZedPipelineDiffs(onlyRef, true), dropZedPipelineDiffs(onlyOurs, false)
 			if len(onlyRef)+len(onlyOurs) > 0 {
 				t.Errorf("%s %s: flows differ from the reference's\nonly the reference's:\n%s\nonly ours:\n%s", h.Name, br, strings.Join(onlyRef, "\n"), strings.Join(onlyOurs, "\n"))
 			} else {
@@ -317,4 +319,35 @@ func countTables(d FlowDump, tables ...int) int {
 		}
 	}
 	return n
+}
+
+// dropZedPipelineDiffs removes the differences between Zed's reference pipeline and ours,
+// which is 2026.2's (listed with reasons in internal/pipeline refenv_test.go and
+// docs/reference/releases.md): the table 58 link in the chain (2023.2), table 60's NORMAL
+// at priority 1 (2024.2) and the RARP flows of table 71 (2024.1). Anything else stays.
+func dropZedPipelineDiffs(lines []string, zedSide bool) []string {
+	var zed = []string{
+		"table=30 priority=0 actions=goto_table:59",
+		"table=31 priority=0 actions=goto_table:59",
+		"table=60 priority=3 actions=NORMAL",
+	}
+	var ours = []string{
+		"table=30 priority=0 actions=goto_table:58",
+		"table=31 priority=0 actions=goto_table:58",
+		"table=58 priority=0 actions=goto_table:59",
+		"table=60 priority=1 actions=NORMAL",
+	}
+	var out []string
+	for _, l := range lines {
+		known := false
+		if zedSide {
+			known = slices.Contains(zed, l)
+		} else {
+			known = slices.Contains(ours, l) || (strings.HasPrefix(l, "table=71 priority=95,rarp,") && strings.HasSuffix(l, "actions=resubmit(,94)"))
+		}
+		if !known {
+			out = append(out, l)
+		}
+	}
+	return out
 }
