@@ -327,11 +327,13 @@ func countTables(d FlowDump, tables ...int) int {
 // at priority 1 (2024.2) and the RARP flows of table 71 (2024.1). Anything else stays.
 func dropZedPipelineDiffs(lines []string, zedSide bool) []string {
 	var zed = []string{
+		"priority=0 actions=goto_table:59", // table 0 (printed without its table)
 		"table=30 priority=0 actions=goto_table:59",
 		"table=31 priority=0 actions=goto_table:59",
 		"table=60 priority=3 actions=NORMAL",
 	}
 	var ours = []string{
+		"priority=0 actions=goto_table:58",
 		"table=30 priority=0 actions=goto_table:58",
 		"table=31 priority=0 actions=goto_table:58",
 		"table=58 priority=0 actions=goto_table:59",
