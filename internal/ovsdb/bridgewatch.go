@@ -18,18 +18,10 @@ type BridgeEvent struct {
 // with an Added event for each that exists now. The channel closes when ctx ends.
 func (c *Client) WatchBridges(ctx context.Context, names ...string) <-chan []BridgeEvent {
 	out := make(chan []BridgeEvent, 16)
-	wake := make(chan struct{}, 1)
-	poke := func() {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
-	id := c.addWatcher(poke)
-	poke()
+	wake, stop := c.wakeups()
 	go func() {
 		defer close(out)
-		defer c.removeWatcher(id)
+		defer stop()
 		seen := map[string]string{} // name -> bridge uuid
 		for {
 			select {

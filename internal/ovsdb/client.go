@@ -349,6 +349,21 @@ func (c *Client) addWatcher(fn func()) int {
 	return c.nextWatch
 }
 
+// wakeups is a watcher as a channel: one wake-up now (to read what exists) and one
+// after any database change, coalesced while the reader is busy. stop unregisters it.
+func (c *Client) wakeups() (wake <-chan struct{}, stop func()) {
+	ch := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	id := c.addWatcher(poke)
+	poke()
+	return ch, func() { c.removeWatcher(id) }
+}
+
 func (c *Client) removeWatcher(id int) {
 	c.mu.Lock()
 	delete(c.watchers, id)

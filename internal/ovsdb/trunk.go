@@ -229,18 +229,10 @@ type BridgeSnapshot struct {
 // because of a refill. The channel closes when ctx ends.
 func (c *Client) WatchBridgePrefix(ctx context.Context, prefix string) <-chan []BridgeSnapshot {
 	out := make(chan []BridgeSnapshot, 4)
-	wake := make(chan struct{}, 1)
-	poke := func() {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
-	id := c.addWatcher(poke)
-	poke()
+	wake, stop := c.wakeups()
 	go func() {
 		defer close(out)
-		defer c.removeWatcher(id)
+		defer stop()
 		var last []BridgeSnapshot
 		first := true
 		for {
