@@ -252,40 +252,7 @@ func rmqcHypervisor(e *Env) *Hypervisor {
 func rmqcTeardown(t testing.TB, h *Hypervisor) {
 	ctx, cancel := cleanupCtx()
 	defer cancel()
-	for _, c := range h.relays {
-		if c.Process != nil && thPidAlive(c.Process.Pid) {
-			_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM) // its session: the per-connection forks too
-			thStopPid(c.Process.Pid)
-		}
-	}
-	h.relays = nil
-	if files, _ := filepath.Glob(filepath.Join(h.Dir, "relay-*.pid")); len(files) > 0 {
-		for _, f := range files {
-			thStopPid(thOurPid(f, h.Dir))
-		}
-	}
-	if pid := h.VswitchdPid(); pid != 0 {
-		_, _ = sh(ctx, "timeout", "10", "ovs-appctl", "-t", filepath.Join(h.Dir, "ovs-vswitchd.ctl"), "exit", "--cleanup")
-		for i := 0; i < 50 && thPidAlive(pid); i++ {
-			time.Sleep(100 * time.Millisecond)
-		}
-		thStopPid(pid)
-	}
-	thStopPid(thOurPid(filepath.Join(h.Dir, "ovsdb-server.pid"), h.Dir))
-	if out, _ := sh(ctx, "ip", "netns", "list"); thNsListed(out, h.NS) {
-		if pids, _ := sh(ctx, "ip", "netns", "pids", h.NS); strings.TrimSpace(pids) != "" {
-			for _, f := range strings.Fields(pids) {
-				if pid, err := strconv.Atoi(f); err == nil {
-					t.Logf("rmqc teardown: stopping leftover pid %d in netns %s", pid, h.NS)
-					thStopPid(pid)
-				}
-			}
-		}
-		if _, err := sh(ctx, "ip", "netns", "del", h.NS); err != nil {
-			t.Errorf("rmqc teardown: %v", err)
-		}
-	}
-	_ = os.RemoveAll(h.Dir)
+	h.stop(ctx, t, "rmqc")
 }
 
 // rmqcVM creates a port bound to the private hypervisor (fixed IP, groups

@@ -336,42 +336,50 @@ func (th *TwoHost) teardown(t testing.TB) {
 		t.Logf("twohost: removed Manager rows of the system OVS that pointed into %s: %v", twoHostBase, leaked)
 	}
 	for _, h := range th.HV {
-		for _, c := range h.relays {
-			if c.Process != nil && thPidAlive(c.Process.Pid) {
-				// its own session: the group holds the per-connection forks too
-				_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
-				thStopPid(c.Process.Pid)
-			}
+		h.stop(ctx, t, "twohost")
+	}
+}
+
+// stop ends what a private hypervisor runs (relays, ovs-vswitchd, ovsdb-server: recorded
+// pids whose command line names its directory), whatever is left in its namespace, then
+// deletes the namespace and the directory. Idempotent.
+func (h *Hypervisor) stop(ctx context.Context, t testing.TB, label string) {
+	for _, c := range h.relays {
+		if c.Process != nil && thPidAlive(c.Process.Pid) {
+			// its own session: the group holds the per-connection forks too
+			_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
+			thStopPid(c.Process.Pid)
 		}
-		h.relays = nil
-		for _, f := range []string{"relay-ns.pid", "relay-host.pid"} {
-			thStopPid(thOurPid(filepath.Join(h.Dir, f), h.Dir))
+	}
+	h.relays = nil
+	files, _ := filepath.Glob(filepath.Join(h.Dir, "relay-*.pid"))
+	for _, f := range files {
+		thStopPid(thOurPid(f, h.Dir))
+	}
+	if pid := h.VswitchdPid(); pid != 0 {
+		// exit --cleanup removes the datapath's tap devices; SIGTERM would leave them
+		_, _ = sh(ctx, "timeout", "10", "ovs-appctl", "-t", filepath.Join(h.Dir, "ovs-vswitchd.ctl"), "exit", "--cleanup")
+		for i := 0; i < 50 && thPidAlive(pid); i++ {
+			time.Sleep(100 * time.Millisecond)
 		}
-		if pid := h.VswitchdPid(); pid != 0 {
-			// exit --cleanup removes the datapath's tap devices; SIGTERM would leave them
-			_, _ = sh(ctx, "timeout", "10", "ovs-appctl", "-t", filepath.Join(h.Dir, "ovs-vswitchd.ctl"), "exit", "--cleanup")
-			for i := 0; i < 50 && thPidAlive(pid); i++ {
-				time.Sleep(100 * time.Millisecond)
-			}
-			thStopPid(pid)
-		}
-		thStopPid(thOurPid(filepath.Join(h.Dir, "ovsdb-server.pid"), h.Dir))
-		if out, _ := sh(ctx, "ip", "netns", "list"); thNsListed(out, h.NS) {
-			// whatever still runs in our namespace was started by this suite
-			if pids, _ := sh(ctx, "ip", "netns", "pids", h.NS); strings.TrimSpace(pids) != "" {
-				for _, f := range strings.Fields(pids) {
-					if pid, err := strconv.Atoi(f); err == nil {
-						t.Logf("twohost teardown: stopping leftover pid %d in netns %s", pid, h.NS)
-						thStopPid(pid)
-					}
+		thStopPid(pid)
+	}
+	thStopPid(thOurPid(filepath.Join(h.Dir, "ovsdb-server.pid"), h.Dir))
+	if out, _ := sh(ctx, "ip", "netns", "list"); thNsListed(out, h.NS) {
+		// whatever still runs in our namespace was started by this suite
+		if pids, _ := sh(ctx, "ip", "netns", "pids", h.NS); strings.TrimSpace(pids) != "" {
+			for _, f := range strings.Fields(pids) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					t.Logf("%s teardown: stopping leftover pid %d in netns %s", label, pid, h.NS)
+					thStopPid(pid)
 				}
 			}
-			if _, err := sh(ctx, "ip", "netns", "del", h.NS); err != nil {
-				t.Errorf("twohost teardown: %v", err)
-			}
 		}
-		_ = os.RemoveAll(h.Dir)
+		if _, err := sh(ctx, "ip", "netns", "del", h.NS); err != nil {
+			t.Errorf("%s teardown: %v", label, err)
+		}
 	}
+	_ = os.RemoveAll(h.Dir)
 }
 
 func thNsListed(list, ns string) bool {
