@@ -289,16 +289,17 @@ func agentConfigurations(cfg *config.Config, sys ovsdb.SystemInfo, hypervisor st
 		TunnelTypes:         cfg.Agent.TunnelTypes,
 		L2Population:        cfg.Agent.L2Population,
 		ARPResponderEnabled: cfg.Agent.ARPResponder && cfg.Agent.L2Population,
-		// DVR and agent extensions are refused at load (internal/config
-		// options.go): never advertised, whatever the files say.
+		// DVR is refused at load (internal/config options.go): never advertised.
 		EnableDistributedRouting: false,
 		LogAgentHeartbeats:       cfg.Agent.LogAgentHeartbeats,
-		Extensions:               nil,
-		DatapathType:             cfg.OVS.DatapathType,
-		OVSCapabilities:          neutron.OVSCapabilities{DatapathTypes: sys.DatapathTypes, IfaceTypes: sys.IfaceTypes},
-		VhostuserSocketDir:       cfg.OVS.VhostuserSocketDir,
-		OVSHybridPlug:            cfg.EffectiveFirewall() == config.FirewallIptablesHybrid,
-		Devices:                  devices,
+		// filled by featureConfigurations from the features built, so only a
+		// running extension (qos) is named; the refused ones never load
+		Extensions:         nil,
+		DatapathType:       cfg.OVS.DatapathType,
+		OVSCapabilities:    neutron.OVSCapabilities{DatapathTypes: sys.DatapathTypes, IfaceTypes: sys.IfaceTypes},
+		VhostuserSocketDir: cfg.OVS.VhostuserSocketDir,
+		OVSHybridPlug:      cfg.EffectiveFirewall() == config.FirewallIptablesHybrid,
+		Devices:            devices,
 	}
 	if cfg.TunnelingEnabled() {
 		c.TunnelingIP = cfg.OVS.LocalIP
