@@ -285,10 +285,21 @@ release_relay_start() {
 }
 
 # agent_ini OUT HOST: refenv's openvswitch_agent.ini for the chroot's agent.
+# REFENV_AGENT_SET="section.option=value ..." adds options (or replaces them) for that agent, e.g.
+# "agent.extensions=qos ovs.qos_meter_bandwidth=True" for the reference's QoS driver; sections
+# the file lacks are appended. Values must not contain spaces.
 agent_ini() {
   sed -e "s|^host = .*|host = $2|" \
       -e "s|^\[agent\]\$|[agent]\n# written by refenv/release.sh: root inside the chroot, no sudo\nroot_helper = neutron-rootwrap /etc/neutron/rootwrap.conf|" \
       "$HERE/etc/neutron/openvswitch_agent.ini" > "$1"
+  local kv sec opt val
+  for kv in ${REFENV_AGENT_SET:-}; do
+    sec=${kv%%.*}; opt=${kv#*.}; val=${opt#*=}; opt=${opt%%=*}
+    [ -n "$sec" ] && [ -n "$opt" ] && [ "$opt" != "$kv" ] || { rlog "REFENV_AGENT_SET: bad item '$kv' (section.option=value)"; return 1; }
+    sed -i "/^\[$sec\]\$/,/^\[/{/^$opt *=/d}" "$1"
+    grep -q "^\[$sec\]\$" "$1" || printf '\n[%s]\n' "$sec" >> "$1"
+    sed -i "s|^\[$sec\]\$|[$sec]\n$opt = $val|" "$1"
+  done
 }
 
 agent_field() { # alive | started_at of the agent row of $REFENV_AGENT_HOST
