@@ -172,7 +172,7 @@ func appendAction(b []byte, a Action) ([]byte, error) {
 		if !ok {
 			return nil, fmt.Errorf("load: field %d not supported", a.Dst.Field)
 		}
-		if a.Dst.Ofs == 0 && (a.Dst.NBits == 0 || int(a.Dst.NBits) == fi.nbits) {
+		if !a.RegLoad && a.Dst.Ofs == 0 && (a.Dst.NBits == 0 || int(a.Dst.NBits) == fi.nbits) {
 			// a whole-field load is a set_field in OF1.3; OVS prints it so
 			return appendSetField(b, MatchField{Field: a.Dst.Field, Reg: a.Dst.Reg, Value: a.Value})
 		}

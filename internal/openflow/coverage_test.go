@@ -50,6 +50,10 @@ func extraFlows() []Flow {
 		{Table: 4, Priority: 3, Match: Match{EthType(EthTypeIPv6), IPProto(IPProtoICMPv6), ICMP6Type(1), ICMP6Code(4), IPv6Src(pfx("fe80::/10"))}, Actions: []Action{Output{1}}},
 		{Table: 4, Priority: 4, Match: Match{EthType(EthTypeIPv6), IPProto(IPProtoTCP), TCPSrc(1024, 0xfc00)}, Actions: []Action{Output{1}}},
 		{Table: 3, Priority: 3, Match: Match{EthType(EthTypeIPv4), IPProto(47)}, Actions: []Action{Move{Src: RegRef(0, 0, 16), Dst: FieldRef{Field: FieldVlanTCI, NBits: 12}}}},
+		// the reference QoS's minimum-bandwidth mark, as ovs-ofctl (OpenFlow 1.0) installs it:
+		// reset_counts and a whole-field REG_LOAD that OVS prints as load:
+		{Table: 0, Priority: 200, Flags: FlagResetCounts, Match: Match{InPort(5), Reg(4, 0)},
+			Actions: []Action{Load{Dst: FieldRef{Field: FieldPktMark}, Value: 5, RegLoad: true}, Load{Dst: RegRef(4, 0, 1), Value: 1}, ResubmitTable(0)}},
 	}
 }
 

@@ -423,7 +423,8 @@ func decodeNX(p []byte) (Action, error) {
 		if !ok {
 			return opaque(p), nil
 		}
-		return Load{Dst: r, Value: binary.BigEndian.Uint64(p[16:])}, nil
+		// a whole-field REG_LOAD stays one (OVS prints it as load:, not set_field)
+		return Load{Dst: r, Value: binary.BigEndian.Uint64(p[16:]), RegLoad: r.Ofs == 0 && r.NBits == 0}, nil
 	case nxastRegMove:
 		if len(p) < 24 {
 			return nil, errShort

@@ -339,6 +339,11 @@ type SetField struct {
 type Load struct {
 	Dst   FieldRef
 	Value uint64
+	// RegLoad keeps a whole-field load an NXAST_REG_LOAD, as ovs-ofctl sends
+	// `set_field` of an NXM-only field in OpenFlow 1.0 (the reference's ovs_lib
+	// add_flow): OVS then prints it as load:V->NXM_...[] and not as set_field.
+	// Decoded whole-field REG_LOADs have it set.
+	RegLoad bool
 }
 
 // Move copies Src into Dst (move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]).

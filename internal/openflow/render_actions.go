@@ -82,7 +82,7 @@ func writeAction(b *strings.Builder, a Action) bool {
 		writeSetField(b, a.Field)
 	case Load:
 		fi, ok := info(a.Dst.Field, a.Dst.Reg)
-		if ok && a.Dst.Ofs == 0 && (a.Dst.NBits == 0 || int(a.Dst.NBits) == fi.nbits) {
+		if ok && !a.RegLoad && a.Dst.Ofs == 0 && (a.Dst.NBits == 0 || int(a.Dst.NBits) == fi.nbits) {
 			writeSetField(b, MatchField{Field: a.Dst.Field, Reg: a.Dst.Reg, Value: a.Value})
 			break
 		}

@@ -70,7 +70,7 @@ func TestFeatureNetworkPolicyAndPhysical(t *testing.T) {
 		t.Errorf("qos:p1 flows %v", fs["qos:p1"])
 	}
 	phys := render(fs["qos:physical"]["br-phys"])
-	if want := []string{"priority=200,pkt_mark=0x7,reg4=0,in_port=2 actions=set_queue:7,load:0x1->NXM_NX_REG4[0],resubmit(,0)"}; !reflect.DeepEqual(phys, want) {
+	if want := []string{"reset_counts priority=200,pkt_mark=0x7,reg4=0,in_port=2 actions=set_queue:7,load:0x1->NXM_NX_REG4[0],resubmit(,0)"}; !reflect.DeepEqual(phys, want) {
 		t.Errorf("physical flows %q", phys)
 	}
 	if q := sw.qos["minbw"]; len(q.Queues) != 1 {

@@ -45,6 +45,14 @@ const (
 	TableTransient          = 60
 )
 
+// ofctlFlags are the flags of the flows the reference installs through ovs-ofctl
+// (ovs_lib add_flow: the queue flows) rather than its OpenFlow connection: an
+// OpenFlow 1.0 flow_mod, which OVS keeps with reset_counts (its 1.0 semantics) and
+// whose set_field of pkt_mark (no OXM in 1.0) is a REG_LOAD. The same flags and
+// encoding here make the flows equal to the reference's, so a takeover adopts them
+// unchanged (internal/qos refenv_test.go).
+const ofctlFlags = of.FlagResetCounts
+
 // Priorities the reference installs at.
 const (
 	prioMeter = 100
@@ -299,9 +307,9 @@ func Flows(p Port, plan Plan, ids map[string]uint32) []of.Flow {
 	if q := plan.MinBandwidthQueue; q != nil && p.OFPort != 0 {
 		// ovs_lib._set_pkt_mark_for_minimum_bandwidth: the queue number rides to the
 		// physical bridge in pkt_mark
-		out = append(out, of.Flow{Table: TableLocalSwitching, Priority: prioQueue,
+		out = append(out, of.Flow{Table: TableLocalSwitching, Priority: prioQueue, Flags: ofctlFlags,
 			Match: of.Match{of.InPort(p.OFPort), of.Reg(4, 0)},
-			Actions: []of.Action{of.SetField{Field: of.MatchField{Field: of.FieldPktMark, Value: uint64(q.QueueNum)}},
+			Actions: []of.Action{of.Load{Dst: of.FieldRef{Field: of.FieldPktMark}, Value: uint64(q.QueueNum), RegLoad: true},
 				of.Load{Dst: of.RegRef(4, 0, 1), Value: 1}, of.ResubmitTable(TableLocalSwitching)}})
 	}
 	return out
@@ -312,7 +320,7 @@ func Flows(p Port, plan Plan, ids map[string]uint32) []of.Flow {
 // every packet through queue 0 once (reg3 remembers it) so that a port's linux-htb
 // QoS limits what it receives.
 func BaseFlows() []of.Flow {
-	return []of.Flow{{Table: TableLocalSwitching, Priority: prioQueue, Match: of.Match{of.Reg(3, 0)},
+	return []of.Flow{{Table: TableLocalSwitching, Priority: prioQueue, Flags: ofctlFlags, Match: of.Match{of.Reg(3, 0)},
 		Actions: []of.Action{of.SetQueue{Queue: 0}, of.Load{Dst: of.RegRef(3, 0, 1), Value: 1},
 			of.ResubmitTable(TableLocalSwitching)}}}
 }
@@ -323,7 +331,7 @@ func PhysicalFlows(patchOFPorts []uint32, queueNums []uint32) []of.Flow {
 	var out []of.Flow
 	for _, pp := range patchOFPorts {
 		for _, q := range queueNums {
-			out = append(out, of.Flow{Table: 0, Priority: prioQueue,
+			out = append(out, of.Flow{Table: 0, Priority: prioQueue, Flags: ofctlFlags,
 				Match: of.Match{of.InPort(pp), of.PktMark(q), of.Reg(4, 0)},
 				Actions: []of.Action{of.SetQueue{Queue: q}, of.Load{Dst: of.RegRef(4, 0, 1), Value: 1},
 					of.ResubmitTable(0)}})

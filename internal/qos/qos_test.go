@@ -76,7 +76,7 @@ func TestMeterModeGolden(t *testing.T) {
 		"table=58, priority=100,in_port=7,dl_src=fa:16:3e:11:22:33 actions=meter:3,goto_table:59",
 		"priority=65535,ip,reg2=0,in_port=7 actions=set_field:0x1->reg2,set_field:26->ip_dscp,resubmit:7",
 		"priority=65535,ipv6,reg2=0,in_port=7 actions=set_field:0x1->reg2,set_field:26->ip_dscp,resubmit:7",
-		"priority=200,reg4=0,in_port=7 actions=set_field:0x7->pkt_mark,load:0x1->NXM_NX_REG4[0],resubmit(,0)",
+		"reset_counts priority=200,reg4=0,in_port=7 actions=load:0x7->NXM_NX_PKT_MARK[],load:0x1->NXM_NX_REG4[0],resubmit(,0)",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("flows\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -137,11 +137,11 @@ func TestDefaultModeGolden(t *testing.T) {
 		t.Errorf("min bw queue without physnet: %+v", plan.MinBandwidthQueue)
 	}
 	base := render(BaseFlows())
-	if want := "priority=200,reg3=0 actions=set_queue:0,load:0x1->NXM_NX_REG3[0],resubmit(,0)"; len(base) != 1 || base[0] != want {
+	if want := "reset_counts priority=200,reg3=0 actions=set_queue:0,load:0x1->NXM_NX_REG3[0],resubmit(,0)"; len(base) != 1 || base[0] != want {
 		t.Errorf("base flows %q", base)
 	}
 	phys := render(PhysicalFlows([]uint32{2}, []uint32{7}))
-	if want := "priority=200,pkt_mark=0x7,reg4=0,in_port=2 actions=set_queue:7,load:0x1->NXM_NX_REG4[0],resubmit(,0)"; len(phys) != 1 || phys[0] != want {
+	if want := "reset_counts priority=200,pkt_mark=0x7,reg4=0,in_port=2 actions=set_queue:7,load:0x1->NXM_NX_REG4[0],resubmit(,0)"; len(phys) != 1 || phys[0] != want {
 		t.Errorf("physical flows %q", phys)
 	}
 }
