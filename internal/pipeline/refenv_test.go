@@ -160,6 +160,7 @@ func refenvStateIn(t *testing.T, dir string) *State {
 	vm := NewVLANManager()
 	var existing []ExistingTag
 	nameByIface := map[string]string{} // "tap" + first 11 chars of the port id
+	byIfaceID := ifaceIDNames(t, dir, intPorts)
 	for _, p := range parseOvsdbPorts(t, dir) {
 		if p.OtherConfig["net_uuid"] == "" {
 			continue
@@ -190,6 +191,9 @@ func refenvStateIn(t *testing.T, dir string) *State {
 			s.Networks[key] = nw
 		}
 		name := "tap" + ap.ID[:11]
+		if n, ok := byIfaceID[ap.ID]; ok {
+			name = n // a trunk's tpi-/spi- patch port stands for the port on br-int
+		}
 		mac, err := net.ParseMAC(ap.MAC)
 		if err != nil {
 			t.Fatal(err)
@@ -207,6 +211,33 @@ func refenvStateIn(t *testing.T, dir string) *State {
 	}
 	vm.DisposeHints()
 	return s
+}
+
+// ifaceIDNames maps iface-id to the br-int port carrying it, from the capture's
+// ovsdb-Interface.txt when it has one (older captures do not: their VMs are all tap<id>).
+func ifaceIDNames(t *testing.T, dir string, intPorts map[string]uint32) map[string]string {
+	out := map[string]string{}
+	b, err := os.ReadFile(filepath.Join(dir, "ovsdb-Interface.txt"))
+	if err != nil {
+		return out
+	}
+	name := ""
+	idRe := regexp.MustCompile(`iface-id="?([0-9a-f-]+)"?`)
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch strings.TrimSpace(k) {
+		case "name":
+			name = strings.Trim(strings.TrimSpace(v), `"`)
+		case "external_ids":
+			if m := idRe.FindStringSubmatch(v); m != nil && intPorts[name] != 0 {
+				out[m[1]] = name
+			}
+		}
+	}
+	return out
 }
 
 var cookieRe = regexp.MustCompile(`cookie=0x[0-9a-f]+`)
@@ -511,4 +542,60 @@ func TestRefenvFreshAllocation(t *testing.T) {
 			t.Errorf("%s (%s): vlan %d, reference %d", p.Name, p.NetworkID, v, want[p.NetworkID])
 		}
 	}
+}
+
+// refenvTrunkDir is the 2026.2 reference agent's capture of a vlan-aware VM
+// (refenv/trunk_capture.sh): a trunk whose parent (tpi-) is on a vxlan network and whose
+// subports (spi-) are on a vxlan network (VLAN 101 in the VM) and a VLAN network
+// (physnet1 160, VLAN 102 in the VM). The trunk bridge's rows are internal/trunk's test.
+const refenvTrunkDir = "../../docs/reference/captures-2026.2/trunk/wired"
+
+// flatCapture links a capture.sh directory (ovs/ and the API files) into one directory,
+// the layout refenvStateIn reads.
+func flatCapture(t *testing.T, dir string) string {
+	t.Helper()
+	out := t.TempDir()
+	for _, sub := range []string{dir, filepath.Join(dir, "ovs")} {
+		ents, err := os.ReadDir(sub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if e.IsDir() {
+				continue
+			}
+			abs, err := filepath.Abs(filepath.Join(sub, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(abs, filepath.Join(out, e.Name())); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return out
+}
+
+// TestRefenvTrunk: the flows the agent's ordinary wiring gives a trunk's parent and
+// subports (tpi-/spi- patch ports with the Neutron ports' iface-ids) equal the
+// reference's on br-int outside the firewall tables, br-tun and br-phys.
+func TestRefenvTrunk(t *testing.T) {
+	dir := flatCapture(t, refenvTrunkDir)
+	s := refenvStateIn(t, dir)
+	n := 0
+	for _, p := range s.Ports {
+		if strings.HasPrefix(p.Name, "tpi-") || strings.HasPrefix(p.Name, "spi-") {
+			n++
+		}
+	}
+	if n != 3 {
+		t.Fatalf("%d tpi-/spi- ports in the state, want 3 (parent and two subports)", n)
+	}
+	d := Compute(s)
+	for _, br := range []string{"br-tun", "br-phys"} {
+		checkBridge(t, br, refLines(t, dir, "flows-"+br+".nostats.txt", nil), renderAll(bridgeFlows(d, br)), differences{})
+	}
+	want := refLines(t, dir, "flows-br-int.nostats.txt", func(l string) bool { return !IsFirewallTable(lineTable(l)) })
+	checkBridge(t, "br-int", want, renderAll(bridgeFlows(d, "br-int")), differences{})
+	t.Logf("br-int: %d reference lines outside the firewall tables compared", len(want))
 }
