@@ -2,18 +2,18 @@
 # refenv/trunk_capture.sh: a trunk (vlan-aware VM) on a release's reference agent, captured.
 #
 #   RELEASE=2026.2 refenv/release.sh agent                  # the reference agent (trunk handler always on)
-#   RELEASE=2026.2 refenv/trunk_capture.sh all DIR          # up, capture DIR/wired, down, capture DIR/deleted
-#   RELEASE=2026.2 refenv/trunk_capture.sh up | capture DIR | down
+#   RELEASE=2026.2 refenv/trunk_capture.sh all DIR          # up, capture DIR/wired, unplug, capture DIR/unplugged, down
+#   RELEASE=2026.2 refenv/trunk_capture.sh up | capture DIR | unplug | down
 #
 # Scenario (the release's API, noauth, project demo): a vxlan network trkparent with the parent
-# port, a vxlan network trksub1 and a VLAN network trksub2 (physnet1, 160) with one port each; a
-# trunk on the parent with both ports as subports (trksub2's MTU is set to the vxlan parent's 1450:
-# the server refuses a subport whose MTU exceeds the parent's) (segmentation vlan 101 and 102). Plugged as
-# os-vif plugs a vlan-aware VM: bridge tbr-<trunk id>[:14] (datapath netdev), the VM's tap (a veth,
-# peer left in the OVS netns) on it with iface-id, attached-mac, iface-status, vm-uuid of the parent.
-# The reference's trunk handler then patches the parent and the subports into br-int and the
-# agent wires them. "down" unplugs the VM, deletes the trunk bridge (os-vif's unplug), then the
-# trunk, ports and networks.
+# port, a vxlan network trksub1 and a VLAN network trksub2 (physnet1, 160; MTU set to the vxlan
+# parent's 1450: the server refuses a subport whose MTU exceeds the parent's) with one port each; a
+# trunk on the parent with both ports as subports (segmentation vlan 101 and 102), then the parent
+# bound to the host. Plugged as os-vif plugs a vlan-aware VM: bridge tbr-<trunk id>[:14] (datapath
+# netdev), the VM's tap (a veth, peer left in the OVS netns) on it with iface-id, attached-mac,
+# iface-status, vm-uuid of the parent. The reference's trunk handler then patches the parent and
+# the subports into br-int and the agent wires them. "unplug" deletes the VM's tap and the trunk
+# bridge (os-vif's unplug); "down" unbinds the parent, deletes the trunk, ports and networks.
 set -euo pipefail
 export PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -156,7 +156,10 @@ down() {
     "${HVX[@]}" ip link del "$TAP" 2>/dev/null || true
     "${VSCTL[@]}" --if-exists del-br "$BRIDGE" || true
   fi
-  [ -z "${TRUNK:-}" ] || api DELETE "/trunks/$TRUNK" >/dev/null 2>&1 || true
+  # a trunk whose parent is bound is in use (409 TrunkInUse): unbind the parent first, as
+  # nova's port detach does
+  [ -z "${PARENT:-}" ] || api PUT "/ports/$PARENT" '{"port":{"binding:host_id":"","device_id":"","device_owner":""}}' >/dev/null 2>&1 || true
+  [ -z "${TRUNK:-}" ] || api DELETE "/trunks/$TRUNK" >/dev/null || log "trunk $TRUNK not deleted"
   local k
   for k in ${SUB1:-} ${SUB2:-} ${PARENT:-}; do api DELETE "/ports/$k" >/dev/null 2>&1 || true; done
   for k in ${NET_P:-} ${NET_S1:-} ${NET_S2:-}; do api DELETE "/networks/$k" >/dev/null 2>&1 || true; done
