@@ -134,8 +134,8 @@ func tosOf(ctx context.Context, from, to *VM, port int) ([]string, error) {
 // qos_meter_bandwidth = true against the real server: a port's QoS policy is pulled,
 // a 10 Mbit/s egress bandwidth limit (a meter) holds a VM's TCP transfer within
 // ±20 %, a rate changed through the API is applied live (pushed QosPolicy), a DSCP
-// rule marks the VM's packets (tcpdump at the other VM) and the limit is gone when
-// the rule is deleted.
+// rule marks the VM's packets (tcpdump at the other VM), a mark changed through the
+// API is applied live, and the limit is gone when the rule is deleted.
 func TestQoSExtension(t *testing.T) {
 	e := NewEnv(t)
 	e.StartAgentAlive(AgentConfig{Set: map[string]map[string]string{
@@ -191,19 +191,30 @@ func TestQoSExtension(t *testing.T) {
 	}
 	waitRate("egress changed to 5 Mbit/s", within(5e6))
 
-	e.qosRule(pol, "dscp_marking_rules", map[string]any{"dscp_mark": 26})
-	var tos []string
-	for i := 0; i < 5; i++ {
-		var err error
-		if tos, err = tosOf(e.Ctx, vm1, vm2, 5401); err == nil && tos[0] == "0x68" {
-			break
+	// DSCP: the mark seen in the TOS byte of vm1's packets at vm2 (tcpdump), then the
+	// rule changed live through the API (a pushed QosPolicy) and the new mark seen.
+	waitTOS := func(what, want string) {
+		t.Helper()
+		var tos []string
+		for i := 0; i < 5; i++ {
+			var err error
+			if tos, err = tosOf(e.Ctx, vm1, vm2, 5401); err == nil && tos[len(tos)-1] == want {
+				break
+			}
+			time.Sleep(time.Second)
 		}
-		time.Sleep(time.Second)
+		t.Logf("%s: tos %v", what, tos)
+		if len(tos) == 0 || tos[len(tos)-1] != want {
+			t.Errorf("%s: tos %v, want %s", what, tos, want)
+		}
 	}
-	t.Logf("dscp 26: tos %v", tos)
-	if len(tos) == 0 || tos[len(tos)-1] != "0x68" {
-		t.Errorf("dscp 26: tos %v, want 0x68", tos)
+	dscp := e.qosRule(pol, "dscp_marking_rules", map[string]any{"dscp_mark": 26})
+	waitTOS("dscp 26", "0x68")
+	if err := e.Neutron.Do(e.Ctx, "PUT", "/qos/policies/"+pol+"/dscp_marking_rules/"+dscp,
+		map[string]any{"dscp_marking_rule": map[string]any{"dscp_mark": 34}}, nil); err != nil {
+		t.Fatal(err)
 	}
+	waitTOS("dscp changed live to 34", "0x88")
 
 	if err := e.Neutron.Do(e.Ctx, "DELETE", "/qos/policies/"+pol+"/bandwidth_limit_rules/"+bw, nil, nil); err != nil {
 		t.Fatal(err)
