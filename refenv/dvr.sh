@@ -1,0 +1,243 @@
+#!/bin/bash
+# refenv dvr.sh — DVR with the real L3 agent (issue 16): the release's DVR server variant, the
+# reference OVS agent with enable_distributed_routing on a private OVS hypervisor, the release's
+# neutron-l3-agent (agent_mode dvr_snat) beside it as the same host, a provider namespace on
+# br-phys playing the outside world, and a distributed router between two VXLAN subnets.
+#
+#   RELEASE=2026.2 refenv/dvr.sh up        server (VARIANT=dvr, API :9265), reference agent with
+#                                          DVR, L3 agent, provider netns <release>-dvr-ext
+#   RELEASE=2026.2 refenv/dvr.sh scenario  external flat network (physnet1, 203.0.113.0/24), subnets
+#                                          A 10.120.1.0/24 and B 10.120.2.0/24 (vxlan), router
+#                                          (distributed) with gateway and both interfaces, vm1 on A,
+#                                          vm2 on B (netns <release>-dvr-vm1/2), a floating IP for vm2;
+#                                          pings east-west, SNAT and to the floating IP
+#   RELEASE=2026.2 refenv/dvr.sh capture [OUT]   flows, OVSDB rows, API objects, the L3 agent's
+#                                          namespaces (default OUT /tmp/refenv-captures-<release>-dvr)
+#   RELEASE=2026.2 refenv/dvr.sh clean     the scenario's objects (API), VM and provider plumbing
+#   RELEASE=2026.2 refenv/dvr.sh down      clean, then the L3 agent, the reference agent, its OVS,
+#                                          the variant's server (by pid files)
+# Only loopback (API, AMQP) and addresses inside namespaces made here are used.
+set -euo pipefail
+export PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
+HERE=$(cd "$(dirname "$0")" && pwd)
+RELEASE=${RELEASE:-2026.2}
+export RELEASE VARIANT=dvr
+unset MESSAGING
+eval "$("$HERE/release.sh" env)"
+API=http://127.0.0.1:$REFENV_API_PORT/v2.0
+PROJ=${PROJ:-demo}
+HOST_ID=$REFENV_AGENT_HOST
+STATE=/run/refenv/$RELEASE-dvr/dvr.env
+VMPFX=$RELEASE-dvr-
+EXTNS=${VMPFX}ext
+VSCTL=(ovs-vsctl --timeout=10 --db="unix:$REFENV_OVS_DIR/db.sock")
+HVX=(ip netns exec "$REFENV_OVS_NS")
+EXT_CIDR=203.0.113.0/24; EXT_GW=203.0.113.1
+A_CIDR=10.120.1.0/24; B_CIDR=10.120.2.0/24
+# the options issue 16 names for the reference agent (arp_responder is forced on with DVR anyway)
+export REFENV_AGENT_SET=${REFENV_AGENT_SET:-"agent.enable_distributed_routing=True agent.l2_population=True agent.arp_responder=True"}
+
+log() { echo "[dvr $(date +%T.%3N)] $*"; }
+now() { date +%s.%N; }
+since() { printf %.2f "$(echo "$(now) - $1" | bc -l)"; }
+api() { # method path [json]
+  local m=$1 p=$2 d=${3:-}
+  if [ -n "$d" ]; then
+    curl -sS -f -X "$m" -H 'Content-Type: application/json' -H "X-Project-Id: $PROJ" -d "$d" "$API$p"
+  else
+    curl -sS -f -X "$m" -H "X-Project-Id: $PROJ" "$API$p"
+  fi
+}
+
+ext_up() { # provider namespace: veth dvrext-p (on br-phys, in the hypervisor's netns) <-> eth0 in $EXTNS
+  ip netns list | grep -qx "$EXTNS\( .*\)\?" || ip netns add "$EXTNS"
+  if ! "${HVX[@]}" ip link show dvrext-p >/dev/null 2>&1; then
+    ip netns exec "$EXTNS" ip link del eth0 2>/dev/null || true
+    "${HVX[@]}" ip link add dvrext-p type veth peer name dvrext-e
+    "${HVX[@]}" ip link set dvrext-e netns "$EXTNS"
+    ip netns exec "$EXTNS" ip link set dvrext-e name eth0
+  fi
+  ip netns exec "$EXTNS" ip link set lo up
+  ip netns exec "$EXTNS" ip addr replace "$EXT_GW/24" dev eth0
+  ip netns exec "$EXTNS" ip link set eth0 up
+  ip netns exec "$EXTNS" ethtool -K eth0 tx off >/dev/null 2>&1 || true
+  "${HVX[@]}" ethtool -K dvrext-p tx off >/dev/null 2>&1 || true
+  "${HVX[@]}" ip link set dvrext-p up
+  "${VSCTL[@]}" --may-exist add-port br-phys dvrext-p
+  log "provider netns $EXTNS: $EXT_GW/24 on br-phys (port dvrext-p)"
+}
+
+up() {
+  local t0 t
+  t0=$(now)
+  AGENT=none "$HERE/setup.sh"
+  t=$(now); "$HERE/release.sh" agent; log "reference agent with DVR up in $(since "$t") s"
+  t=$(now); "$HERE/release.sh" l3agent; log "L3 agent up in $(since "$t") s"
+  ext_up
+  log "up in $(since "$t0") s"
+}
+
+wait_status() { # port-id status timeout-s -> prints seconds
+  local t0 st i; t0=$(now)
+  for i in $(seq 1 $(( $3 * 10 ))); do
+    st=$(api GET "/ports/$1?fields=status" | jq -r .port.status)
+    [ "$st" = "$2" ] && { since "$t0"; return 0; }
+    sleep 0.1
+  done
+  echo "timeout($st)"; return 1
+}
+
+plug() { # key port-json prefixlen gateway mtu: as os-vif ovs (non-hybrid); waits ACTIVE
+  local key=$1 pj=$2 plen=$3 gw=$4 mtu=$5
+  local ns=$VMPFX$key pid mac dev ip tap
+  pid=$(jq -r .port.id <<<"$pj"); mac=$(jq -r .port.mac_address <<<"$pj"); dev=$(jq -r .port.device_id <<<"$pj")
+  ip=$(jq -r '.port.fixed_ips[0].ip_address' <<<"$pj"); tap="tap${pid:0:11}"
+  ip netns add "$ns" 2>/dev/null || true
+  "${HVX[@]}" ip link del "$tap" 2>/dev/null || true
+  "${HVX[@]}" ip link add "$tap" mtu "$mtu" type veth peer name "v${pid:0:11}" mtu "$mtu"
+  "${HVX[@]}" ip link set "v${pid:0:11}" netns "$ns"
+  ip netns exec "$ns" ip link set "v${pid:0:11}" name eth0
+  ip netns exec "$ns" ip link set eth0 address "$mac"
+  ip netns exec "$ns" ip addr add "$ip/$plen" dev eth0
+  ip netns exec "$ns" ip link set lo up
+  ip netns exec "$ns" ip link set eth0 up
+  ip netns exec "$ns" ip route replace default via "$gw"
+  # userspace datapath + veth: no tx checksum offload, or TCP/UDP break (ICMP does not care)
+  ip netns exec "$ns" ethtool -K eth0 tx off >/dev/null 2>&1 || true
+  "${HVX[@]}" ethtool -K "$tap" tx off >/dev/null 2>&1 || true
+  "${HVX[@]}" ip link set "$tap" up
+  "${VSCTL[@]}" -- --may-exist add-port br-int "$tap" -- set Interface "$tap" \
+     external_ids:iface-id="$pid" external_ids:attached-mac="$mac" \
+     external_ids:iface-status=active external_ids:vm-uuid="$dev"
+  log "$ns: port $pid ($ip, $mac, $tap) ACTIVE after $(wait_status "$pid" ACTIVE 60) s"
+  { echo "${key}_PORT=$pid"; echo "${key}_TAP=$tap"; echo "${key}_IP=$ip"; echo "${key}_MAC=$mac"; } >> "$STATE"
+}
+
+clean() {
+  local id r s
+  if [ "$(curl -s -o /dev/null -w '%{http_code}' "$API/networks" || true)" = 200 ]; then
+    for id in $(api GET /floatingips | jq -r '.floatingips[].id'); do api DELETE "/floatingips/$id" >/dev/null || true; done
+    for r in $(api GET /routers | jq -r '.routers[].id'); do
+      for s in $(api GET "/ports?device_id=$r&device_owner=network:router_interface_distributed" | jq -r '.ports[].fixed_ips[].subnet_id'); do
+        api PUT "/routers/$r/remove_router_interface" "{\"subnet_id\":\"$s\"}" >/dev/null || true
+      done
+      api PUT "/routers/$r" '{"router":{"external_gateway_info":{}}}' >/dev/null || true
+      api DELETE "/routers/$r" >/dev/null || log "router $r not deleted"
+    done
+    for id in $(api GET "/ports?device_owner=compute:nova" | jq -r '.ports[].id'); do api DELETE "/ports/$id" >/dev/null || true; done
+    for id in $(api GET /networks | jq -r '.networks[].id'); do api DELETE "/networks/$id" >/dev/null || log "network $id not deleted"; done
+  fi
+  if [ -f "$STATE" ]; then
+    . "$STATE"
+    for k in vm1 vm2 vm3; do
+      eval "tap=\${${k}_TAP:-}"
+      [ -n "$tap" ] && { "${VSCTL[@]}" --if-exists del-port br-int "$tap" 2>/dev/null || true; "${HVX[@]}" ip link del "$tap" 2>/dev/null || true; }
+    done
+    rm -f "$STATE"
+  fi
+  for k in vm1 vm2 vm3; do ip netns del "$VMPFX$k" 2>/dev/null && log "netns $VMPFX$k deleted"; done
+  return 0
+}
+
+scenario() {
+  local t0 EXT EXTSUB NA NB SA SB R MTU P1 P2 FIP
+  clean
+  mkdir -p "$(dirname "$STATE")"; : > "$STATE"
+  ext_up
+  log "agents:"; api GET /agents | jq -r '.agents[] | "  \(.binary) host=\(.host) alive=\(.alive) mode=\(.configurations.agent_mode // "-")"'
+  EXT=$(api POST /networks "{\"network\":{\"name\":\"ext\",\"project_id\":\"$PROJ\",\"router:external\":true,\"provider:network_type\":\"flat\",\"provider:physical_network\":\"physnet1\"}}" | jq -r .network.id)
+  EXTSUB=$(api POST /subnets "{\"subnet\":{\"name\":\"extsub\",\"project_id\":\"$PROJ\",\"network_id\":\"$EXT\",\"ip_version\":4,\"cidr\":\"$EXT_CIDR\",\"gateway_ip\":\"$EXT_GW\",\"enable_dhcp\":false,\"allocation_pools\":[{\"start\":\"203.0.113.10\",\"end\":\"203.0.113.99\"}]}}" | jq -r .subnet.id)
+  NA=$(api POST /networks "{\"network\":{\"name\":\"neta\",\"project_id\":\"$PROJ\"}}" | jq -r .network.id)
+  NB=$(api POST /networks "{\"network\":{\"name\":\"netb\",\"project_id\":\"$PROJ\"}}" | jq -r .network.id)
+  SA=$(api POST /subnets "{\"subnet\":{\"name\":\"suba\",\"project_id\":\"$PROJ\",\"network_id\":\"$NA\",\"ip_version\":4,\"cidr\":\"$A_CIDR\",\"enable_dhcp\":false}}" | jq -r .subnet.id)
+  SB=$(api POST /subnets "{\"subnet\":{\"name\":\"subb\",\"project_id\":\"$PROJ\",\"network_id\":\"$NB\",\"ip_version\":4,\"cidr\":\"$B_CIDR\",\"enable_dhcp\":false}}" | jq -r .subnet.id)
+  { echo "EXTNET=$EXT"; echo "EXTSUB=$EXTSUB"; echo "NETA=$NA"; echo "NETB=$NB"; echo "SUBA=$SA"; echo "SUBB=$SB"; } >> "$STATE"
+  api GET /networks | jq -r '.networks[] | "  network \(.name) \(.id) \(."provider:network_type") \(."provider:segmentation_id" // "-") mtu \(.mtu)"'
+  # the default group admits its members only: ICMP and TCP from outside for the floating IP
+  local SG; SG=$(api GET "/security-groups?name=default&project_id=$PROJ" | jq -r '.security_groups[0].id')
+  for proto in icmp tcp; do
+    api POST /security-group-rules "{\"security_group_rule\":{\"project_id\":\"$PROJ\",\"security_group_id\":\"$SG\",\"direction\":\"ingress\",\"ethertype\":\"IPv4\",\"protocol\":\"$proto\",\"remote_ip_prefix\":\"0.0.0.0/0\"}}" >/dev/null 2>&1 || true
+  done
+  # VMs first (the router is scheduled to a DVR host once it has a DVR-serviced port there)
+  MTU=$(api GET "/networks/$NA" | jq -r .network.mtu)
+  P1=$(api POST /ports "{\"port\":{\"name\":\"vm1-port\",\"project_id\":\"$PROJ\",\"network_id\":\"$NA\",\"binding:host_id\":\"$HOST_ID\",\"device_owner\":\"compute:nova\",\"device_id\":\"$(uuidgen)\"}}")
+  P2=$(api POST /ports "{\"port\":{\"name\":\"vm2-port\",\"project_id\":\"$PROJ\",\"network_id\":\"$NB\",\"binding:host_id\":\"$HOST_ID\",\"device_owner\":\"compute:nova\",\"device_id\":\"$(uuidgen)\"}}")
+  plug vm1 "$P1" 24 10.120.1.1 "$MTU"
+  plug vm2 "$P2" 24 10.120.2.1 "$MTU"
+  t0=$(now)
+  R=$(api POST /routers "{\"router\":{\"name\":\"dvr1\",\"project_id\":\"$PROJ\",\"external_gateway_info\":{\"network_id\":\"$EXT\"}}}" | jq -r .router.id)
+  echo "ROUTER=$R" >> "$STATE"
+  api GET "/routers/$R" | jq -c '.router | {id,distributed,ha,status,external_gateway_info}'
+  api PUT "/routers/$R/add_router_interface" "{\"subnet_id\":\"$SA\"}" >/dev/null
+  api PUT "/routers/$R/add_router_interface" "{\"subnet_id\":\"$SB\"}" >/dev/null
+  log "router $R: gateway and interfaces A, B added ($(since "$t0") s)"
+  # east-west: vm1 -> vm2 through the distributed router on this host
+  local i ok=""
+  for i in $(seq 1 60); do
+    ip netns exec "${VMPFX}vm1" ping -c 1 -W 1 "$(grep ^vm2_IP= "$STATE" | cut -d= -f2)" >/dev/null 2>&1 && { ok=1; break; }
+  done
+  log "east-west vm1 -> vm2 first answered $(since "$t0") s after the router was created ($([ -n "$ok" ] && echo ok || echo FAIL))"
+  echo "EW_FIRST=$([ -n "$ok" ] && echo "$(since "$t0")" || echo FAIL)" >> "$STATE"
+  FIP=$(api POST /floatingips "{\"floatingip\":{\"project_id\":\"$PROJ\",\"floating_network_id\":\"$EXT\",\"port_id\":\"$(jq -r .port.id <<<"$P2")\"}}" | jq -r .floatingip.floating_ip_address)
+  echo "FIP=$FIP" >> "$STATE"
+  log "floating IP $FIP for vm2"
+  . "$STATE"
+  check
+}
+
+check() { # the pings the capture is taken after
+  . "$STATE"
+  local r=0
+  log "east-west vm1 ($vm1_IP) -> vm2 ($vm2_IP)"; ip netns exec "${VMPFX}vm1" ping -c 3 -W 2 -i 0.3 "$vm2_IP" | tail -2 || r=1
+  log "SNAT vm1 -> outside $EXT_GW";            ip netns exec "${VMPFX}vm1" ping -c 3 -W 2 -i 0.3 "$EXT_GW" | tail -2 || r=1
+  local i ok=""
+  for i in $(seq 1 30); do ip netns exec "$EXTNS" ping -c 1 -W 1 "$FIP" >/dev/null 2>&1 && { ok=1; break; }; done
+  log "outside -> floating IP $FIP of vm2";      ip netns exec "$EXTNS" ping -c 3 -W 2 -i 0.3 "$FIP" | tail -2 || r=1
+  return $r
+}
+
+capture() {
+  local C=${1:-/tmp/refenv-captures-$RELEASE-dvr} b t
+  mkdir -p "$C/ovs"
+  (
+    export OVS_RUNDIR=$REFENV_OVS_DIR
+    cd "$C/ovs"
+    ovs-vsctl show > ovs-vsctl-show.txt
+    for b in br-int br-tun br-phys; do
+      ovs-ofctl -O OpenFlow13 dump-flows $b > flows-$b.txt
+      ovs-ofctl -O OpenFlow13 --no-stats dump-flows $b > flows-$b.nostats.txt
+      ovs-ofctl -O OpenFlow13 show $b > ofctl-show-$b.txt
+    done
+    ovs-vsctl --columns=name,tag,vlan_mode,trunks,other_config,external_ids list Port > ovsdb-Port.txt
+    ovs-vsctl --columns=name,type,ofport,mac_in_use,mtu,options,external_ids,admin_state,link_state list Interface > ovsdb-Interface.txt
+    ovs-vsctl --columns=name,datapath_type,fail_mode,protocols,other_config,external_ids,controller list Bridge > ovsdb-Bridge.txt
+    for t in $(ovs-vsctl list-ports br-int); do
+      echo "== $t"; ovs-vsctl --columns=name,tag,other_config list Port "$t"
+      ovs-vsctl --columns=ofport,external_ids list Interface "$t"
+    done > br-int-ports.txt
+  )
+  for t in agents routers ports networks subnets floatingips; do api GET "/$t" | jq . > "$C/api-$t.json"; done
+  # the DVR MACs the server gave each host (no API: the table dvr_host_macs)
+  mysql -N -e "SELECT host, mac_address FROM $REFENV_DB.dvr_host_macs ORDER BY host" > "$C/dvr_host_macs.txt"
+  "$HERE/release.sh" l3exec sh -c 'for n in $(ip netns | cut -d" " -f1 | sort); do echo "### $n"; ip netns exec $n ip -br addr; ip netns exec $n ip route; ip netns exec $n ip rule | grep -v "^0:\|^3276[67]:"; done; true' > "$C/l3-namespaces.txt" 2>&1
+  # uuids of this run, for reading the flows
+  [ -f "$STATE" ] && cp "$STATE" "$C/scenario.env"
+  log "captures written to $C"
+}
+
+down() {
+  clean
+  ip netns del "$EXTNS" 2>/dev/null && log "netns $EXTNS deleted"
+  "${HVX[@]}" ip link del dvrext-p 2>/dev/null || true
+  "$HERE/release.sh" stop
+}
+
+case "${1:-}" in
+  up) up ;;
+  scenario) scenario ;;
+  check) check ;;
+  capture) capture "${2:-}" ;;
+  clean) clean ;;
+  down) down ;;
+  *) echo "usage: RELEASE=2026.2 $0 up|scenario|check|capture [OUT]|clean|down" >&2; exit 2 ;;
+esac
