@@ -16,6 +16,11 @@
 #   RELEASE=2026.2 refenv/dvr.sh clean     the scenario's objects (API), VM and provider plumbing
 #   RELEASE=2026.2 refenv/dvr.sh down      clean, then the L3 agent, the reference agent, its OVS,
 #                                          the variant's server (by pid files)
+# TWO=1: two hypervisors (the full DVR flow set needs a peer: other hosts' DVR MACs, tunnels):
+#   hv1 refhv-<rel>-dvr (L3 agent dvr_snat, the network node, vm1 on A) and hv2 refhv-<rel>-dvr-hv2
+#   (release.sh HV=2; L3 agent dvr, vm2 on B with the floating IP), each agent's local_ip on
+#   br-underlay (172.31.254.<n>/24, REFENV_UNDERLAY) joined by a veth; the provider namespace
+#   bridges both br-phys. Captures per hypervisor in OUT/hv1, OUT/hv2.
 # Only loopback (API, AMQP) and addresses inside namespaces made here are used.
 set -euo pipefail
 export PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -26,12 +31,19 @@ unset MESSAGING
 eval "$("$HERE/release.sh" env)"
 API=http://127.0.0.1:$REFENV_API_PORT/v2.0
 PROJ=${PROJ:-demo}
-HOST_ID=$REFENV_AGENT_HOST
+TWO=${TWO:-0}
 STATE=/run/refenv/$RELEASE-dvr/dvr.env
 VMPFX=$RELEASE-dvr-
 EXTNS=${VMPFX}ext
-VSCTL=(ovs-vsctl --timeout=10 --db="unix:$REFENV_OVS_DIR/db.sock")
-HVX=(ip netns exec "$REFENV_OVS_NS")
+UNET=172.31.254
+hv() { # N: HOST_ID, VSCTL, HVX, OVSDIR of hypervisor N (release.sh HV=N)
+  local e; e=$(HV=$1 "$HERE/release.sh" env)
+  HOST_ID=$(sed -n 's/^REFENV_AGENT_HOST=//p' <<<"$e"); OVSDIR=$(sed -n 's/^REFENV_OVS_DIR=//p' <<<"$e")
+  HVNS=$(sed -n 's/^REFENV_OVS_NS=//p' <<<"$e")
+  VSCTL=(ovs-vsctl --timeout=10 --db="unix:$OVSDIR/db.sock"); HVX=(ip netns exec "$HVNS")
+}
+hv 1
+HVS=1; [ "$TWO" = 1 ] && HVS="1 2"
 EXT_CIDR=203.0.113.0/24; EXT_GW=203.0.113.1
 A_CIDR=10.120.1.0/24; B_CIDR=10.120.2.0/24
 # the options issue 16 names for the reference agent (arp_responder is forced on with DVR anyway)
@@ -49,30 +61,67 @@ api() { # method path [json]
   fi
 }
 
-ext_up() { # provider namespace: veth dvrext-p (on br-phys, in the hypervisor's netns) <-> eth0 in $EXTNS
+ext_up() { # provider namespace: Linux bridge br0 ($EXT_GW) with ethN <-> veth dvrext-p on hvN's br-phys
+  local n
   ip netns list | grep -qx "$EXTNS\( .*\)\?" || ip netns add "$EXTNS"
-  if ! "${HVX[@]}" ip link show dvrext-p >/dev/null 2>&1; then
-    ip netns exec "$EXTNS" ip link del eth0 2>/dev/null || true
-    "${HVX[@]}" ip link add dvrext-p type veth peer name dvrext-e
-    "${HVX[@]}" ip link set dvrext-e netns "$EXTNS"
-    ip netns exec "$EXTNS" ip link set dvrext-e name eth0
-  fi
+  ip netns exec "$EXTNS" ip link show br0 >/dev/null 2>&1 || ip netns exec "$EXTNS" ip link add br0 type bridge
   ip netns exec "$EXTNS" ip link set lo up
-  ip netns exec "$EXTNS" ip addr replace "$EXT_GW/24" dev eth0
-  ip netns exec "$EXTNS" ip link set eth0 up
-  ip netns exec "$EXTNS" ethtool -K eth0 tx off >/dev/null 2>&1 || true
-  "${HVX[@]}" ethtool -K dvrext-p tx off >/dev/null 2>&1 || true
-  "${HVX[@]}" ip link set dvrext-p up
-  "${VSCTL[@]}" --may-exist add-port br-phys dvrext-p
-  log "provider netns $EXTNS: $EXT_GW/24 on br-phys (port dvrext-p)"
+  for n in $HVS; do
+    hv "$n"
+    if ! "${HVX[@]}" ip link show dvrext-p >/dev/null 2>&1; then
+      ip netns exec "$EXTNS" ip link del "eth$n" 2>/dev/null || true
+      "${HVX[@]}" ip link add dvrext-p type veth peer name dvrext-e
+      "${HVX[@]}" ip link set dvrext-e netns "$EXTNS"
+      ip netns exec "$EXTNS" ip link set dvrext-e name "eth$n"
+    fi
+    ip netns exec "$EXTNS" ip link set "eth$n" master br0 up
+    ip netns exec "$EXTNS" ethtool -K "eth$n" tx off >/dev/null 2>&1 || true
+    "${HVX[@]}" ethtool -K dvrext-p tx off >/dev/null 2>&1 || true
+    "${HVX[@]}" ip link set dvrext-p up
+    "${VSCTL[@]}" --may-exist add-port br-phys dvrext-p
+  done
+  ip netns exec "$EXTNS" ip addr replace "$EXT_GW/24" dev br0
+  ip netns exec "$EXTNS" ip link set br0 up
+  ip netns exec "$EXTNS" ethtool -K br0 tx off >/dev/null 2>&1 || true
+  hv 1
+  log "provider netns $EXTNS: $EXT_GW/24 on br0, bridged to br-phys of hypervisor(s) $HVS (port dvrext-p)"
+}
+
+underlay_up() { # TWO=1: veth und1 (hv1) <-> und2 (hv2), each on its br-underlay
+  local e1 e2 ns1 ns2
+  e1=$(HV=1 "$HERE/release.sh" env | sed -n 's/^REFENV_OVS_NS=//p'); e2=$(HV=2 "$HERE/release.sh" env | sed -n 's/^REFENV_OVS_NS=//p')
+  if ! ip -n "$e1" link show und1 >/dev/null 2>&1 || ! ip -n "$e2" link show und2 >/dev/null 2>&1; then
+    ip -n "$e1" link del und1 2>/dev/null || true; ip -n "$e2" link del und2 2>/dev/null || true
+    ip link add und1 netns "$e1" type veth peer name und2 netns "$e2"
+  fi
+  for ns1 in 1 2; do
+    hv "$ns1"
+    "${HVX[@]}" ip link set "und$ns1" arp off mtu 1500 up
+    "${HVX[@]}" ethtool -K "und$ns1" tx off >/dev/null 2>&1 || true
+    "${VSCTL[@]}" --may-exist add-port br-underlay "und$ns1"
+  done
+  hv 1
+  "${HVX[@]}" ping -c 1 -W 2 $UNET.2 >/dev/null && log "underlay $UNET.1 <-> $UNET.2 answers" || log "underlay $UNET.2 does not answer"
 }
 
 up() {
-  local t0 t
+  local t0 t n ini mode set=$REFENV_AGENT_SET
   t0=$(now)
   AGENT=none "$HERE/setup.sh"
-  t=$(now); "$HERE/release.sh" agent; log "reference agent with DVR up in $(since "$t") s"
-  t=$(now); "$HERE/release.sh" l3agent; log "L3 agent up in $(since "$t") s"
+  for n in $HVS; do
+    hv "$n"
+    if [ "$TWO" = 1 ]; then
+      # a hypervisor of the one-host set-up (local_ip 127.0.0.1) is restarted with its underlay
+      ini=$REFENV_CHROOT/etc/neutron/refenv-dvr/openvswitch_agent$([ "$n" = 1 ] || echo "-hv$n").ini
+      if [ -s "$ini" ] && ! grep -qx "local_ip = $UNET.$n" "$ini"; then HV=$n "$HERE/release.sh" agent-stop; fi
+      export REFENV_UNDERLAY=$UNET.$n/24 REFENV_AGENT_SET="$set ovs.local_ip=$UNET.$n"
+    fi
+    mode=dvr_snat; [ "$n" = 1 ] || mode=dvr
+    t=$(now); HV=$n "$HERE/release.sh" agent; log "hv$n: reference agent with DVR up in $(since "$t") s"
+    t=$(now); HV=$n L3_AGENT_MODE=$mode "$HERE/release.sh" l3agent; log "hv$n: L3 agent ($mode) up in $(since "$t") s"
+  done
+  hv 1
+  [ "$TWO" = 1 ] && underlay_up
   ext_up
   log "up in $(since "$t0") s"
 }
@@ -87,8 +136,9 @@ wait_status() { # port-id status timeout-s -> prints seconds
   echo "timeout($st)"; return 1
 }
 
-plug() { # key port-json prefixlen gateway mtu: as os-vif ovs (non-hybrid); waits ACTIVE
+plug() { # key port-json prefixlen gateway mtu hv: as os-vif ovs (non-hybrid) on hypervisor hv; waits ACTIVE
   local key=$1 pj=$2 plen=$3 gw=$4 mtu=$5
+  hv "$6"
   local ns=$VMPFX$key pid mac dev ip tap
   pid=$(jq -r .port.id <<<"$pj"); mac=$(jq -r .port.mac_address <<<"$pj"); dev=$(jq -r .port.device_id <<<"$pj")
   ip=$(jq -r '.port.fixed_ips[0].ip_address' <<<"$pj"); tap="tap${pid:0:11}"
@@ -110,7 +160,8 @@ plug() { # key port-json prefixlen gateway mtu: as os-vif ovs (non-hybrid); wait
      external_ids:iface-id="$pid" external_ids:attached-mac="$mac" \
      external_ids:iface-status=active external_ids:vm-uuid="$dev"
   log "$ns: port $pid ($ip, $mac, $tap) ACTIVE after $(wait_status "$pid" ACTIVE 60) s"
-  { echo "${key}_PORT=$pid"; echo "${key}_TAP=$tap"; echo "${key}_IP=$ip"; echo "${key}_MAC=$mac"; } >> "$STATE"
+  { echo "${key}_PORT=$pid"; echo "${key}_TAP=$tap"; echo "${key}_IP=$ip"; echo "${key}_MAC=$mac"; echo "${key}_HV=$6"; } >> "$STATE"
+  hv 1
 }
 
 clean() {
@@ -130,10 +181,10 @@ clean() {
   if [ -f "$STATE" ]; then
     . "$STATE"
     for k in vm1 vm2 vm3; do
-      eval "tap=\${${k}_TAP:-}"
+      eval "tap=\${${k}_TAP:-}"; eval "h=\${${k}_HV:-1}"; hv "$h"
       [ -n "$tap" ] && { "${VSCTL[@]}" --if-exists del-port br-int "$tap" 2>/dev/null || true; "${HVX[@]}" ip link del "$tap" 2>/dev/null || true; }
     done
-    rm -f "$STATE"
+    rm -f "$STATE"; hv 1
   fi
   for k in vm1 vm2 vm3; do ip netns del "$VMPFX$k" 2>/dev/null && log "netns $VMPFX$k deleted"; done
   return 0
@@ -160,10 +211,18 @@ scenario() {
   done
   # VMs first (the router is scheduled to a DVR host once it has a DVR-serviced port there)
   MTU=$(api GET "/networks/$NA" | jq -r .network.mtu)
+  local h2=1 host2; [ "$TWO" = 1 ] && h2=2
+  hv "$h2"; host2=$HOST_ID; hv 1
   P1=$(api POST /ports "{\"port\":{\"name\":\"vm1-port\",\"project_id\":\"$PROJ\",\"network_id\":\"$NA\",\"binding:host_id\":\"$HOST_ID\",\"device_owner\":\"compute:nova\",\"device_id\":\"$(uuidgen)\"}}")
-  P2=$(api POST /ports "{\"port\":{\"name\":\"vm2-port\",\"project_id\":\"$PROJ\",\"network_id\":\"$NB\",\"binding:host_id\":\"$HOST_ID\",\"device_owner\":\"compute:nova\",\"device_id\":\"$(uuidgen)\"}}")
-  plug vm1 "$P1" 24 10.120.1.1 "$MTU"
-  plug vm2 "$P2" 24 10.120.2.1 "$MTU"
+  P2=$(api POST /ports "{\"port\":{\"name\":\"vm2-port\",\"project_id\":\"$PROJ\",\"network_id\":\"$NB\",\"binding:host_id\":\"$host2\",\"device_owner\":\"compute:nova\",\"device_id\":\"$(uuidgen)\"}}")
+  plug vm1 "$P1" 24 10.120.1.1 "$MTU" 1
+  plug vm2 "$P2" 24 10.120.2.1 "$MTU" "$h2"
+  if [ "$TWO" = 1 ]; then
+    # vm3: subnet A on hv2 without a floating IP: its way out is the central SNAT on hv1
+    local P3
+    P3=$(api POST /ports "{\"port\":{\"name\":\"vm3-port\",\"project_id\":\"$PROJ\",\"network_id\":\"$NA\",\"binding:host_id\":\"$host2\",\"device_owner\":\"compute:nova\",\"device_id\":\"$(uuidgen)\"}}")
+    plug vm3 "$P3" 24 10.120.1.1 "$MTU" 2
+  fi
   t0=$(now)
   R=$(api POST /routers "{\"router\":{\"name\":\"dvr1\",\"project_id\":\"$PROJ\",\"external_gateway_info\":{\"network_id\":\"$EXT\"}}}" | jq -r .router.id)
   echo "ROUTER=$R" >> "$STATE"
@@ -190,6 +249,11 @@ check() { # the pings the capture is taken after
   local r=0
   log "east-west vm1 ($vm1_IP) -> vm2 ($vm2_IP)"; ip netns exec "${VMPFX}vm1" ping -c 3 -W 2 -i 0.3 "$vm2_IP" | tail -2 || r=1
   log "SNAT vm1 -> outside $EXT_GW";            ip netns exec "${VMPFX}vm1" ping -c 3 -W 2 -i 0.3 "$EXT_GW" | tail -2 || r=1
+  if [ -n "${vm3_IP:-}" ]; then
+    log "vm1 ($vm1_IP, hv1) -> vm3 ($vm3_IP, hv2): one subnet, two hosts"; ip netns exec "${VMPFX}vm1" ping -c 3 -W 2 -i 0.3 "$vm3_IP" | tail -2 || r=1
+    log "vm3 (hv2) -> vm2 (hv2): routed on hv2";  ip netns exec "${VMPFX}vm3" ping -c 3 -W 2 -i 0.3 "$vm2_IP" | tail -2 || r=1
+    log "SNAT vm3 (hv2) -> outside $EXT_GW through hv1"; ip netns exec "${VMPFX}vm3" ping -c 3 -W 2 -i 0.3 "$EXT_GW" | tail -2 || r=1
+  fi
   local i ok=""
   for i in $(seq 1 30); do ip netns exec "$EXTNS" ping -c 1 -W 1 "$FIP" >/dev/null 2>&1 && { ok=1; break; }; done
   log "outside -> floating IP $FIP of vm2";      ip netns exec "$EXTNS" ping -c 3 -W 2 -i 0.3 "$FIP" | tail -2 || r=1
@@ -197,11 +261,13 @@ check() { # the pings the capture is taken after
 }
 
 capture() {
-  local C=${1:-/tmp/refenv-captures-$RELEASE-dvr} b t
-  mkdir -p "$C/ovs"
+  local C=${1:-/tmp/refenv-captures-$RELEASE-dvr} b t n d
+  for n in $HVS; do
+  hv "$n"; d=$C/ovs; [ "$TWO" = 1 ] && d=$C/hv$n/ovs
+  mkdir -p "$d"
   (
-    export OVS_RUNDIR=$REFENV_OVS_DIR
-    cd "$C/ovs"
+    export OVS_RUNDIR=$OVSDIR
+    cd "$d"
     ovs-vsctl show > ovs-vsctl-show.txt
     for b in br-int br-tun br-phys; do
       ovs-ofctl -O OpenFlow13 dump-flows $b > flows-$b.txt
@@ -216,19 +282,30 @@ capture() {
       ovs-vsctl --columns=ofport,external_ids list Interface "$t"
     done > br-int-ports.txt
   )
+  HV=$n "$HERE/release.sh" l3exec sh -c 'for n in $(ip netns | cut -d" " -f1 | sort); do echo "### $n"; ip netns exec $n ip -br addr; ip netns exec $n ip route; ip netns exec $n ip rule | grep -v "^0:\|^3276[67]:"; done; true' > "$d/../l3-namespaces.txt" 2>&1
+  done
+  hv 1
   for t in agents routers ports networks subnets floatingips; do api GET "/$t" | jq . > "$C/api-$t.json"; done
   # the DVR MACs the server gave each host (no API: the table dvr_host_macs)
   mysql -N -e "SELECT host, mac_address FROM $REFENV_DB.dvr_host_macs ORDER BY host" > "$C/dvr_host_macs.txt"
-  "$HERE/release.sh" l3exec sh -c 'for n in $(ip netns | cut -d" " -f1 | sort); do echo "### $n"; ip netns exec $n ip -br addr; ip netns exec $n ip route; ip netns exec $n ip rule | grep -v "^0:\|^3276[67]:"; done; true' > "$C/l3-namespaces.txt" 2>&1
+  if [ "$TWO" = 1 ] && [ -f "$STATE" ]; then
+    # what crosses the underlay for vm1 (hv1, A) -> vm2 (hv2, B): the inner source MAC is the
+    # sending host's DVR MAC, never the router's qr- MAC (routed on the sending host)
+    . "$STATE"; hv 1
+    "${HVX[@]}" timeout 8 tcpdump -nn -e -l -i und1 -c 4 udp port 4789 > "$C/underlay-vm1-vm2.txt" 2>&1 &
+    sleep 2; ip netns exec "${VMPFX}vm1" ping -c 2 -i 0.3 "$vm2_IP" > /dev/null || true; wait
+  fi
   # uuids of this run, for reading the flows
   [ -f "$STATE" ] && cp "$STATE" "$C/scenario.env"
   log "captures written to $C"
 }
 
 down() {
+  local n
   clean
   ip netns del "$EXTNS" 2>/dev/null && log "netns $EXTNS deleted"
-  "${HVX[@]}" ip link del dvrext-p 2>/dev/null || true
+  # every hypervisor that has a pid directory, the others before hv1 (whose stop takes the server)
+  for n in 9 8 7 6 5 4 3 2; do [ -d "/run/refenv/$RELEASE-dvr/hv$n" ] && HV=$n "$HERE/release.sh" agent-stop; done
   "$HERE/release.sh" stop
 }
 

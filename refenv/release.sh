@@ -35,9 +35,15 @@ release_vars() {
   REFENV_CONF=/etc/neutron/$REFENV_NAME
   # AGENT=python: the chroot's reference agent as its own host on a private OVS (see release_agent)
   local sfx=${MESSAGING:-${VARIANT:-}}
-  REFENV_AGENT_HOST=refhv-${RELEASE//./-}${sfx:+-$sfx}   # oslo host: a numeric last label is refused
-  REFENV_OVS_NS=refenv-$RELEASE${sfx:+-$sfx}
-  REFENV_OVS_DIR=$RRUN/ovs
+  # HV=2..9: another hypervisor of the same server (DVR's compute hosts, issue 16): host, netns,
+  # private OVS, pid directory ($RHV), agent ini and log names of its own; HV=1 (the default) is
+  # the names above, unchanged
+  REFENV_HV=${HV:-1}
+  case "$REFENV_HV" in 1) HVSFX="" ;; [2-9]) HVSFX=-hv$REFENV_HV ;; *) echo "release.sh: HV=$HV is not 1..9" >&2; return 2 ;; esac
+  RHV=$RRUN${HVSFX:+/hv$REFENV_HV}
+  REFENV_AGENT_HOST=refhv-${RELEASE//./-}${sfx:+-$sfx}$HVSFX   # oslo host: a numeric last label is refused
+  REFENV_OVS_NS=refenv-$RELEASE${sfx:+-$sfx}$HVSFX
+  REFENV_OVS_DIR=$RHV/ovs
   MIRROR=${MIRROR:-http://deb.debian.org/debian}
   # what debootstrap puts in (uwsgi for 2026.2's API; the agent for AGENT=python later)
   INCLUDE=python3-neutron,neutron-common,python3-pymysql,neutron-openvswitch-agent,iproute2,procps,uwsgi-core,uwsgi-plugin-python3
@@ -299,20 +305,28 @@ release_ovs_start() {
       --log-file="$D/ovs-vswitchd.log" -vconsole:off --detach --no-chdir
   unset OVS_RUNDIR OVS_DBDIR OVS_LOGDIR
   hvsctl --may-exist add-br br-phys -- set Bridge br-phys datapath_type=netdev
+  # REFENV_UNDERLAY=ADDR/LEN: a tunnel endpoint for hypervisors that talk to each other (dvr.sh
+  # TWO=1): the netdev datapath's own tunnels route through an OVS bridge, so the address is on
+  # br-underlay's internal port (in the netns); the agent's local_ip must exist before it starts
+  if [ -n "${REFENV_UNDERLAY:-}" ]; then
+    hvsctl --may-exist add-br br-underlay -- set Bridge br-underlay datapath_type=netdev
+    ip -n "$REFENV_OVS_NS" addr replace "$REFENV_UNDERLAY" dev br-underlay
+    ip -n "$REFENV_OVS_NS" link set br-underlay mtu 1500 up
+  fi
   # the system OVS must not have been touched (the bind mounts stay in their namespaces)
   mountpoint -q /run/openvswitch && { rlog "BUG: /run/openvswitch is a mount point on the host"; return 1; }
   rlog "private OVS: netns $REFENV_OVS_NS, ovsdb-server $(cat "$D/ovsdb-server.pid"), ovs-vswitchd $(cat "$D/ovs-vswitchd.pid"), sockets in $D"
 }
 
 release_relay_start() {
-  local sock=$RRUN/amqp.sock
-  if ! ralive "$RRUN/amqp-relay-host.pid"; then
+  local sock=$RHV/amqp.sock
+  if ! ralive "$RHV/amqp-relay-host.pid"; then
     (exec setsid socat "UNIX-LISTEN:$sock,fork,unlink-early" TCP:127.0.0.1:5672) > /dev/null 2>&1 < /dev/null &
-    echo $! > "$RRUN/amqp-relay-host.pid"
+    echo $! > "$RHV/amqp-relay-host.pid"
   fi
-  if ! ralive "$RRUN/amqp-relay-ns.pid"; then
+  if ! ralive "$RHV/amqp-relay-ns.pid"; then
     (exec setsid ip netns exec "$REFENV_OVS_NS" socat TCP-LISTEN:5672,bind=127.0.0.1,fork,reuseaddr "UNIX-CONNECT:$sock") > /dev/null 2>&1 < /dev/null &
-    echo $! > "$RRUN/amqp-relay-ns.pid"
+    echo $! > "$RHV/amqp-relay-ns.pid"
   fi
   local i
   for i in $(seq 1 50); do ip netns exec "$REFENV_OVS_NS" bash -c 'exec 3<>/dev/tcp/127.0.0.1/5672' 2>/dev/null && return 0; sleep 0.1; done
@@ -345,7 +359,7 @@ agent_alive() { agent_field alive; }
 
 release_agent() {
   release_vars
-  mkdir -p "$RRUN"
+  mkdir -p "$RHV"
   [ "$(rapi_code)" = 200 ] || { rlog "the $RELEASE API does not answer: run RELEASE=$RELEASE refenv/setup.sh first"; return 1; }
   chroot_mounts "$REFENV_CHROOT"
   mkdir -p "$REFENV_CHROOT/run/openvswitch" "$REFENV_CHROOT/var/lib/neutron/lock" "$REFENV_CHROOT/var/log/neutron"
@@ -353,26 +367,26 @@ release_agent() {
   release_relay_start
   # a restarted agent's row says alive until agent_down_time passes: wait for a new started_at
   local before=""
-  if ralive "$RRUN/ovs-agent.pid"; then
-    rlog "reference agent runs (pid $(cat "$RRUN/ovs-agent.pid")): left as it is"
+  if ralive "$RHV/ovs-agent.pid"; then
+    rlog "reference agent runs (pid $(cat "$RHV/ovs-agent.pid")): left as it is"
   else
     before=$(agent_field started_at)
-    agent_ini "$REFENV_CHROOT$REFENV_CONF/openvswitch_agent.ini" "$REFENV_AGENT_HOST"
+    agent_ini "$REFENV_CHROOT$REFENV_CONF/openvswitch_agent$HVSFX.ini" "$REFENV_AGENT_HOST"
     # ip netns exec, unshare, sh, chroot exec in turn: $! is the agent's pid. /sys is mounted
     # again in the chroot so that it shows the netns's devices.
     (cd / && exec setsid nohup ip netns exec "$REFENV_OVS_NS" unshare -m --propagation private sh -c \
       'mount --bind "$1" "$0/run/openvswitch" && mount -t sysfs sysfs "$0/sys" && shift && exec chroot "$0" "$@"' \
       "$REFENV_CHROOT" "$REFENV_OVS_DIR" /usr/bin/neutron-openvswitch-agent \
-      --config-file "$REFENV_CONF/neutron.conf" --config-file "$REFENV_CONF/openvswitch_agent.ini" \
-      --log-file "/var/log/neutron/$REFENV_NAME-ovs-agent.log") \
-      > "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME-ovs-agent.stdout" 2>&1 < /dev/null &
-    echo $! > "$RRUN/ovs-agent.pid"
-    rlog "reference agent pid $(cat "$RRUN/ovs-agent.pid") as host $REFENV_AGENT_HOST (log $REFENV_CHROOT/var/log/neutron/$REFENV_NAME-ovs-agent.log)"
+      --config-file "$REFENV_CONF/neutron.conf" --config-file "$REFENV_CONF/openvswitch_agent$HVSFX.ini" \
+      --log-file "/var/log/neutron/$REFENV_NAME$HVSFX-ovs-agent.log") \
+      > "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME$HVSFX-ovs-agent.stdout" 2>&1 < /dev/null &
+    echo $! > "$RHV/ovs-agent.pid"
+    rlog "reference agent pid $(cat "$RHV/ovs-agent.pid") as host $REFENV_AGENT_HOST (log $REFENV_CHROOT/var/log/neutron/$REFENV_NAME$HVSFX-ovs-agent.log)"
   fi
   local i a=""
   for i in $(seq 1 180); do
     a=$(agent_alive); [ "$a" = true ] && [ "$(agent_field started_at)" != "$before" ] && break
-    ralive "$RRUN/ovs-agent.pid" || { tail -20 "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME-ovs-agent.log" "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME-ovs-agent.stdout" 2>/dev/null; rlog "reference agent exited"; return 1; }
+    ralive "$RHV/ovs-agent.pid" || { tail -20 "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME$HVSFX-ovs-agent.log" "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME$HVSFX-ovs-agent.stdout" 2>/dev/null; rlog "reference agent exited"; return 1; }
     sleep 1
   done
   [ "$a" = true ] || { rlog "reference agent $REFENV_AGENT_HOST not alive after 180 s"; return 1; }
@@ -422,7 +436,7 @@ l3_field() { # alive | started_at of the L3 agent row of $REFENV_AGENT_HOST
 
 release_l3agent() {
   release_vars
-  mkdir -p "$RRUN"
+  mkdir -p "$RHV"
   [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'X-Project-Id: demo' "http://127.0.0.1:$REFENV_API_PORT/v2.0/routers" || true)" = 200 ] \
     || { rlog "no router API on 127.0.0.1:$REFENV_API_PORT: the L3 agent needs VARIANT=dvr (RELEASE=$RELEASE VARIANT=dvr AGENT=none refenv/setup.sh)"; return 1; }
   hvsctl br-exists br-int 2>/dev/null || { rlog "no br-int on the private OVS of $REFENV_AGENT_HOST: start the reference agent first (release.sh agent)"; return 1; }
@@ -438,25 +452,25 @@ release_l3agent() {
   fi
   release_relay_start
   local before=""
-  if ralive "$RRUN/l3-agent.pid"; then
-    rlog "L3 agent runs (pid $(cat "$RRUN/l3-agent.pid")): left as it is"
+  if ralive "$RHV/l3-agent.pid"; then
+    rlog "L3 agent runs (pid $(cat "$RHV/l3-agent.pid")): left as it is"
   else
     before=$(l3_field started_at)
-    l3_ini "$REFENV_CHROOT$REFENV_CONF/l3_agent.ini"
+    l3_ini "$REFENV_CHROOT$REFENV_CONF/l3_agent$HVSFX.ini"
     (cd / && exec setsid nohup ip netns exec "$REFENV_OVS_NS" unshare -m --propagation private sh -c \
       'mount --rbind "$0" "$0" && mount --bind "$1" "$0/run/openvswitch" && mount -t sysfs sysfs "$0/sys" &&
        mkdir -p "$0/run/netns" && mount -t tmpfs -o mode=0755 refenv-netns "$0/run/netns" && shift && exec chroot "$0" "$@"' \
       "$REFENV_CHROOT" "$REFENV_OVS_DIR" /usr/bin/neutron-l3-agent \
-      --config-file "$REFENV_CONF/neutron.conf" --config-file "$REFENV_CONF/l3_agent.ini" \
-      --log-file "/var/log/neutron/$REFENV_NAME-l3-agent.log") \
-      > "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME-l3-agent.stdout" 2>&1 < /dev/null &
-    echo $! > "$RRUN/l3-agent.pid"
-    rlog "L3 agent pid $(cat "$RRUN/l3-agent.pid") as host $REFENV_AGENT_HOST, agent_mode ${L3_AGENT_MODE:-dvr_snat} (log $REFENV_CHROOT/var/log/neutron/$REFENV_NAME-l3-agent.log)"
+      --config-file "$REFENV_CONF/neutron.conf" --config-file "$REFENV_CONF/l3_agent$HVSFX.ini" \
+      --log-file "/var/log/neutron/$REFENV_NAME$HVSFX-l3-agent.log") \
+      > "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME$HVSFX-l3-agent.stdout" 2>&1 < /dev/null &
+    echo $! > "$RHV/l3-agent.pid"
+    rlog "L3 agent pid $(cat "$RHV/l3-agent.pid") as host $REFENV_AGENT_HOST, agent_mode ${L3_AGENT_MODE:-dvr_snat} (log $REFENV_CHROOT/var/log/neutron/$REFENV_NAME$HVSFX-l3-agent.log)"
   fi
   local i a=""
   for i in $(seq 1 180); do
     a=$(l3_field alive); [ "$a" = true ] && [ "$(l3_field started_at)" != "$before" ] && break
-    ralive "$RRUN/l3-agent.pid" || { tail -20 "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME-l3-agent.log" "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME-l3-agent.stdout" 2>/dev/null; rlog "L3 agent exited"; return 1; }
+    ralive "$RHV/l3-agent.pid" || { tail -20 "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME$HVSFX-l3-agent.log" "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME$HVSFX-l3-agent.stdout" 2>/dev/null; rlog "L3 agent exited"; return 1; }
     sleep 1
   done
   [ "$a" = true ] || { rlog "L3 agent $REFENV_AGENT_HOST not alive after 180 s"; return 1; }
@@ -467,16 +481,16 @@ release_l3agent() {
 # (its qrouter-/snat-/fip- namespaces: `l3exec ip netns exec qrouter-<id> ip addr`)
 release_l3exec() {
   release_vars
-  ralive "$RRUN/l3-agent.pid" || { rlog "no L3 agent runs ($RRUN/l3-agent.pid)"; return 1; }
-  nsenter -t "$(cat "$RRUN/l3-agent.pid")" -m -n -r -w "$@"
+  ralive "$RHV/l3-agent.pid" || { rlog "no L3 agent runs ($RHV/l3-agent.pid)"; return 1; }
+  nsenter -t "$(cat "$RHV/l3-agent.pid")" -m -n -r -w "$@"
 }
 
 release_l3_stop() {
   release_vars
   local p helpers
-  helpers=$(agent_helpers l3_agent.ini)
-  stop_pid "$RRUN/l3-agent.pid" neutron-l3-agent 20
-  for p in $helpers $(agent_helpers l3_agent.ini); do
+  helpers=$(agent_helpers "l3_agent$HVSFX.ini")
+  stop_pid "$RHV/l3-agent.pid" neutron-l3-agent 20
+  for p in $helpers $(agent_helpers "l3_agent$HVSFX.ini"); do
     [ "$(readlink "/proc/$p/root" 2>/dev/null)" = "$REFENV_CHROOT" ] && { rlog "stopping L3 privsep helper $p"; kill -TERM "$p" 2>/dev/null; }
   done
   return 0
@@ -487,7 +501,7 @@ release_l3_stop() {
 agent_helpers() {
   local p
   # candidates by command line (a scan of every /proc entry took a minute on a busy machine)
-  for p in $(pgrep -f "privsep-helper.*$REFENV_CONF/${1:-openvswitch_agent.ini}" || true); do
+  for p in $(pgrep -f "privsep-helper.*$REFENV_CONF/${1:-openvswitch_agent$HVSFX.ini}" || true); do
     [ "$(readlink "/proc/$p/root" 2>/dev/null)" = "$REFENV_CHROOT" ] && echo "$p"
   done
   return 0
@@ -510,7 +524,7 @@ release_ref_stop() {
   local p helpers
   helpers=$(agent_helpers)
   # the reference ignores SIGTERM for more than 15 s
-  stop_pid "$RRUN/ovs-agent.pid" neutron-openvswitch-agent 20
+  stop_pid "$RHV/ovs-agent.pid" neutron-openvswitch-agent 20
   for p in $helpers $(agent_helpers); do
     [ "$(readlink "/proc/$p/root" 2>/dev/null)" = "$REFENV_CHROOT" ] && { rlog "stopping privsep helper $p"; kill -TERM "$p" 2>/dev/null; }
   done
@@ -520,8 +534,8 @@ release_ref_stop() {
 release_agent_stop() {
   release_l3_stop
   release_ref_stop
-  stop_pid "$RRUN/amqp-relay-ns.pid" socat 5
-  stop_pid "$RRUN/amqp-relay-host.pid" socat 5
+  stop_pid "$RHV/amqp-relay-ns.pid" socat 5
+  stop_pid "$RHV/amqp-relay-host.pid" socat 5
   stop_pid "$REFENV_OVS_DIR/ovs-vswitchd.pid" ovs-vswitchd 10
   stop_pid "$REFENV_OVS_DIR/ovsdb-server.pid" ovsdb-server 10
   if ip netns list | grep -qx "$REFENV_OVS_NS\( .*\)\?"; then
@@ -554,17 +568,17 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   RELEASE=${RELEASE:-2026.2}
   case "${1:-env}" in
     env) release_vars
-         printf 'REFENV_RELEASE=%q\nREFENV_API_PORT=%q\nREFENV_VHOST=%q\nREFENV_TRANSPORT_URL=%q\nREFENV_DB=%q\nREFENV_CHROOT=%q\nREFENV_VERSION=%q\nREFENV_MESSAGING=%q\nREFENV_LOGS=%q\nREFENV_AGENT_HOST=%q\nREFENV_OVS_NS=%q\nREFENV_OVS_DIR=%q\nREFENV_VARIANT=%q\n' \
-           "$RELEASE" "$REFENV_API_PORT" "$REFENV_VHOST" "$REFENV_TRANSPORT_URL" "$REFENV_DB" "$REFENV_CHROOT" "$(release_version)" "$REFENV_MESSAGING" "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME-*.log" "$REFENV_AGENT_HOST" "$REFENV_OVS_NS" "$REFENV_OVS_DIR" "$REFENV_VARIANT" ;;
+         printf 'REFENV_RELEASE=%q\nREFENV_API_PORT=%q\nREFENV_VHOST=%q\nREFENV_TRANSPORT_URL=%q\nREFENV_DB=%q\nREFENV_CHROOT=%q\nREFENV_VERSION=%q\nREFENV_MESSAGING=%q\nREFENV_LOGS=%q\nREFENV_AGENT_HOST=%q\nREFENV_OVS_NS=%q\nREFENV_OVS_DIR=%q\nREFENV_VARIANT=%q\nREFENV_HV=%q\n' \
+           "$RELEASE" "$REFENV_API_PORT" "$REFENV_VHOST" "$REFENV_TRANSPORT_URL" "$REFENV_DB" "$REFENV_CHROOT" "$(release_version)" "$REFENV_MESSAGING" "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME-*.log" "$REFENV_AGENT_HOST" "$REFENV_OVS_NS" "$REFENV_OVS_DIR" "$REFENV_VARIANT" "$REFENV_HV" ;;
     stop) release_stop ;;
     status) release_vars
             for n in server rpc-server periodic-workers api; do [ -s "$RRUN/$n.pid" ] && echo "$n pid $(cat "$RRUN/$n.pid") $(ralive "$RRUN/$n.pid" && echo alive || echo dead)"; done
             echo "API 127.0.0.1:$REFENV_API_PORT: $(rapi_code); neutron $(release_version); vhost $REFENV_VHOST${REFENV_MESSAGING:+; messaging $REFENV_MESSAGING}${REFENV_VARIANT:+; variant $REFENV_VARIANT}"
-            if [ -s "$RRUN/ovs-agent.pid" ]; then
-              echo "reference agent pid $(cat "$RRUN/ovs-agent.pid") $(ralive "$RRUN/ovs-agent.pid" && echo alive || echo dead), host $REFENV_AGENT_HOST alive in the API: $(agent_alive); private OVS netns $REFENV_OVS_NS, $REFENV_OVS_DIR"
+            if [ -s "$RHV/ovs-agent.pid" ]; then
+              echo "reference agent pid $(cat "$RHV/ovs-agent.pid") $(ralive "$RHV/ovs-agent.pid" && echo alive || echo dead), host $REFENV_AGENT_HOST alive in the API: $(agent_alive); private OVS netns $REFENV_OVS_NS, $REFENV_OVS_DIR"
             fi
-            if [ -s "$RRUN/l3-agent.pid" ]; then
-              echo "L3 agent pid $(cat "$RRUN/l3-agent.pid") $(ralive "$RRUN/l3-agent.pid" && echo alive || echo dead), host $REFENV_AGENT_HOST alive in the API: $(l3_field alive)"
+            if [ -s "$RHV/l3-agent.pid" ]; then
+              echo "L3 agent pid $(cat "$RHV/l3-agent.pid") $(ralive "$RHV/l3-agent.pid" && echo alive || echo dead), host $REFENV_AGENT_HOST alive in the API: $(l3_field alive)"
             fi ;;
     agent) release_agent ;;
     agent-stop) release_agent_stop ;;
@@ -572,6 +586,6 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     l3-stop) release_l3_stop ;;
     l3exec) shift; release_l3exec "$@" ;;
     ref-stop) release_ref_stop ;;
-    *) echo "usage: RELEASE=2025.1|2026.2 [MESSAGING=quorum|classic | VARIANT=dvr] $0 env|status|agent|ref-stop|agent-stop|stop|l3agent|l3-stop|l3exec CMD..." >&2; exit 2 ;;
+    *) echo "usage: RELEASE=2025.1|2026.2 [MESSAGING=quorum|classic | VARIANT=dvr [HV=2..9]] $0 env|status|agent|ref-stop|agent-stop|stop|l3agent|l3-stop|l3exec CMD..." >&2; exit 2 ;;
   esac
 fi
