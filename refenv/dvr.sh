@@ -13,6 +13,7 @@
 #                                          pings east-west, SNAT and to the floating IP
 #   RELEASE=2026.2 refenv/dvr.sh capture [OUT]   flows, OVSDB rows, API objects, the L3 agent's
 #                                          namespaces (default OUT /tmp/refenv-captures-<release>-dvr)
+#   RELEASE=2026.2 refenv/dvr.sh rpc       the DVR RPCs' replies (dvr_rpc_probe.py) for hv1, subnet A
 #   RELEASE=2026.2 refenv/dvr.sh clean     the scenario's objects (API), VM and provider plumbing
 #   RELEASE=2026.2 refenv/dvr.sh down      clean, then the L3 agent, the reference agent, its OVS,
 #                                          the variant's server (by pid files)
@@ -300,6 +301,14 @@ capture() {
   log "captures written to $C"
 }
 
+rpc() { # the DVR RPCs' replies for hv1 and subnet A (router interface port of A): dvr_rpc_probe.py
+  . "$STATE"
+  local qr
+  qr=$(api GET "/ports?device_owner=network:router_interface_distributed&network_id=$NETA" | jq -r '.ports[0].id')
+  chroot "$REFENV_CHROOT" python3 - /etc/neutron/refenv-dvr/neutron.conf "$HOST_ID" "$SUBA" "$qr" \
+    < "$HERE/dvr_rpc_probe.py"
+}
+
 down() {
   local n
   clean
@@ -314,6 +323,7 @@ case "${1:-}" in
   scenario) scenario ;;
   check) check ;;
   capture) capture "${2:-}" ;;
+  rpc) rpc ;;
   clean) clean ;;
   down) down ;;
   *) echo "usage: RELEASE=2026.2 $0 up|scenario|check|capture [OUT]|clean|down" >&2; exit 2 ;;
