@@ -17,11 +17,15 @@
 #   RELEASE=2026.2 refenv/dvr.sh clean     the scenario's objects (API), VM and provider plumbing
 #   RELEASE=2026.2 refenv/dvr.sh down      clean, then the L3 agent, the reference agent, its OVS,
 #                                          the variant's server (by pid files)
-# TWO=1: two hypervisors (the full DVR flow set needs a peer: other hosts' DVR MACs, tunnels):
-#   hv1 refhv-<rel>-dvr (L3 agent dvr_snat, the network node, vm1 on A) and hv2 refhv-<rel>-dvr-hv2
-#   (release.sh HV=2; L3 agent dvr, vm2 on B with the floating IP), each agent's local_ip on
-#   br-underlay (172.31.254.<n>/24, REFENV_UNDERLAY) joined by a veth; the provider namespace
-#   bridges both br-phys. Captures per hypervisor in OUT/hv1, OUT/hv2.
+# NHV=2 (or TWO=1): two hypervisors (the full DVR flow set needs a peer: other hosts' DVR MACs,
+#   tunnels): hv1 refhv-<rel>-dvr (L3 agent dvr_snat, the network node, vm1 on A) and hv2
+#   refhv-<rel>-dvr-hv2 (release.sh HV=2; L3 agent dvr, vm2 on B with the floating IP, vm3 on A).
+# NHV=3: issue 16's topology: hv1 is the network node only (dvr_snat, no VM), hv2 and hv3 are
+#   computes (dvr): vm1 on hv2 (A), vm2 (B, floating IP) and vm3 (A) on hv3; the capture also
+#   records that the network node's underlay sees none of the east-west traffic.
+# With NHV>1 each agent's local_ip is on its br-underlay (172.31.254.<n>/24, REFENV_UNDERLAY),
+#   joined by veths und<n> to a Linux bridge in netns <rel>-dvr-und; the provider namespace
+#   bridges every br-phys. Captures per hypervisor in OUT/hv<n>.
 # Only loopback (API, AMQP) and addresses inside namespaces made here are used.
 set -euo pipefail
 export PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -33,6 +37,8 @@ eval "$("$HERE/release.sh" env)"
 API=http://127.0.0.1:$REFENV_API_PORT/v2.0
 PROJ=${PROJ:-demo}
 TWO=${TWO:-0}
+NHV=${NHV:-1}; [ "$TWO" = 1 ] && [ "$NHV" = 1 ] && NHV=2
+case "$NHV" in [1-9]) ;; *) echo "dvr.sh: NHV=$NHV is not 1..9" >&2; exit 2 ;; esac
 STATE=/run/refenv/$RELEASE-dvr/dvr.env
 VMPFX=$RELEASE-dvr-
 EXTNS=${VMPFX}ext
@@ -44,7 +50,8 @@ hv() { # N: HOST_ID, VSCTL, HVX, OVSDIR of hypervisor N (release.sh HV=N)
   VSCTL=(ovs-vsctl --timeout=10 --db="unix:$OVSDIR/db.sock"); HVX=(ip netns exec "$HVNS")
 }
 hv 1
-HVS=1; [ "$TWO" = 1 ] && HVS="1 2"
+HVS=$(seq -s " " 1 "$NHV")
+UNDNS=${VMPFX}und
 EXT_CIDR=203.0.113.0/24; EXT_GW=203.0.113.1
 A_CIDR=10.120.1.0/24; B_CIDR=10.120.2.0/24
 # the options issue 16 names for the reference agent (arp_responder is forced on with DVR anyway)
@@ -88,21 +95,27 @@ ext_up() { # provider namespace: Linux bridge br0 ($EXT_GW) with ethN <-> veth d
   log "provider netns $EXTNS: $EXT_GW/24 on br0, bridged to br-phys of hypervisor(s) $HVS (port dvrext-p)"
 }
 
-underlay_up() { # TWO=1: veth und1 (hv1) <-> und2 (hv2), each on its br-underlay
-  local e1 e2 ns1 ns2
-  e1=$(HV=1 "$HERE/release.sh" env | sed -n 's/^REFENV_OVS_NS=//p'); e2=$(HV=2 "$HERE/release.sh" env | sed -n 's/^REFENV_OVS_NS=//p')
-  if ! ip -n "$e1" link show und1 >/dev/null 2>&1 || ! ip -n "$e2" link show und2 >/dev/null 2>&1; then
-    ip -n "$e1" link del und1 2>/dev/null || true; ip -n "$e2" link del und2 2>/dev/null || true
-    ip link add und1 netns "$e1" type veth peer name und2 netns "$e2"
-  fi
-  for ns1 in 1 2; do
-    hv "$ns1"
-    "${HVX[@]}" ip link set "und$ns1" arp off mtu 1500 up
-    "${HVX[@]}" ethtool -K "und$ns1" tx off >/dev/null 2>&1 || true
-    "${VSCTL[@]}" --may-exist add-port br-underlay "und$ns1"
+underlay_up() { # NHV>1: veth und<n> (on hv<n>'s br-underlay) <-> p<n> on bridge br0 in $UNDNS
+  local n
+  ip netns list | grep -qx "$UNDNS\( .*\)\?" || ip netns add "$UNDNS"
+  ip netns exec "$UNDNS" ip link show br0 >/dev/null 2>&1 || ip netns exec "$UNDNS" ip link add br0 type bridge
+  ip netns exec "$UNDNS" ip link set br0 up
+  for n in $HVS; do
+    hv "$n"
+    if ! "${HVX[@]}" ip link show "und$n" >/dev/null 2>&1 || ! ip netns exec "$UNDNS" ip link show "p$n" >/dev/null 2>&1; then
+      "${HVX[@]}" ip link del "und$n" 2>/dev/null || true; ip netns exec "$UNDNS" ip link del "p$n" 2>/dev/null || true
+      ip link add "und$n" netns "$HVNS" type veth peer name "p$n" netns "$UNDNS"
+    fi
+    ip netns exec "$UNDNS" ip link set "p$n" master br0 up
+    "${HVX[@]}" ip link set "und$n" arp off mtu 1500 up
+    "${HVX[@]}" ethtool -K "und$n" tx off >/dev/null 2>&1 || true
+    "${VSCTL[@]}" --may-exist add-port br-underlay "und$n"
   done
   hv 1
-  "${HVX[@]}" ping -c 1 -W 2 $UNET.2 >/dev/null && log "underlay $UNET.1 <-> $UNET.2 answers" || log "underlay $UNET.2 does not answer"
+  for n in $HVS; do
+    [ "$n" = 1 ] && continue
+    "${HVX[@]}" ping -c 1 -W 2 "$UNET.$n" >/dev/null && log "underlay $UNET.1 <-> $UNET.$n answers" || log "underlay $UNET.$n does not answer"
+  done
 }
 
 up() {
@@ -111,7 +124,7 @@ up() {
   AGENT=none "$HERE/setup.sh"
   for n in $HVS; do
     hv "$n"
-    if [ "$TWO" = 1 ]; then
+    if [ "$NHV" -gt 1 ]; then
       # a hypervisor of the one-host set-up (local_ip 127.0.0.1) is restarted with its underlay
       ini=$REFENV_CHROOT/etc/neutron/refenv-dvr/openvswitch_agent$([ "$n" = 1 ] || echo "-hv$n").ini
       if [ -s "$ini" ] && ! grep -qx "local_ip = $UNET.$n" "$ini"; then HV=$n "$HERE/release.sh" agent-stop; fi
@@ -122,7 +135,7 @@ up() {
     t=$(now); HV=$n L3_AGENT_MODE=$mode "$HERE/release.sh" l3agent; log "hv$n: L3 agent ($mode) up in $(since "$t") s"
   done
   hv 1
-  [ "$TWO" = 1 ] && underlay_up
+  [ "$NHV" -gt 1 ] && underlay_up
   ext_up
   log "up in $(since "$t0") s"
 }
@@ -212,17 +225,20 @@ scenario() {
   done
   # VMs first (the router is scheduled to a DVR host once it has a DVR-serviced port there)
   MTU=$(api GET "/networks/$NA" | jq -r .network.mtu)
-  local h2=1 host2; [ "$TWO" = 1 ] && h2=2
-  hv "$h2"; host2=$HOST_ID; hv 1
-  P1=$(api POST /ports "{\"port\":{\"name\":\"vm1-port\",\"project_id\":\"$PROJ\",\"network_id\":\"$NA\",\"binding:host_id\":\"$HOST_ID\",\"device_owner\":\"compute:nova\",\"device_id\":\"$(uuidgen)\"}}")
+  # placement: NHV=1 all on hv1; 2: vm1 hv1, vm2 and vm3 hv2; 3+: vm1 hv2, vm2 and vm3 hv3
+  local h1=1 h2=1 host1 host2
+  [ "$NHV" = 2 ] && h2=2
+  [ "$NHV" -ge 3 ] && { h1=2; h2=3; }
+  hv "$h1"; host1=$HOST_ID; hv "$h2"; host2=$HOST_ID; hv 1
+  P1=$(api POST /ports "{\"port\":{\"name\":\"vm1-port\",\"project_id\":\"$PROJ\",\"network_id\":\"$NA\",\"binding:host_id\":\"$host1\",\"device_owner\":\"compute:nova\",\"device_id\":\"$(uuidgen)\"}}")
   P2=$(api POST /ports "{\"port\":{\"name\":\"vm2-port\",\"project_id\":\"$PROJ\",\"network_id\":\"$NB\",\"binding:host_id\":\"$host2\",\"device_owner\":\"compute:nova\",\"device_id\":\"$(uuidgen)\"}}")
-  plug vm1 "$P1" 24 10.120.1.1 "$MTU" 1
+  plug vm1 "$P1" 24 10.120.1.1 "$MTU" "$h1"
   plug vm2 "$P2" 24 10.120.2.1 "$MTU" "$h2"
-  if [ "$TWO" = 1 ]; then
-    # vm3: subnet A on hv2 without a floating IP: its way out is the central SNAT on hv1
+  if [ "$NHV" -gt 1 ]; then
+    # vm3: subnet A on vm2's host without a floating IP: its way out is the central SNAT on hv1
     local P3
     P3=$(api POST /ports "{\"port\":{\"name\":\"vm3-port\",\"project_id\":\"$PROJ\",\"network_id\":\"$NA\",\"binding:host_id\":\"$host2\",\"device_owner\":\"compute:nova\",\"device_id\":\"$(uuidgen)\"}}")
-    plug vm3 "$P3" 24 10.120.1.1 "$MTU" 2
+    plug vm3 "$P3" 24 10.120.1.1 "$MTU" "$h2"
   fi
   t0=$(now)
   R=$(api POST /routers "{\"router\":{\"name\":\"dvr1\",\"project_id\":\"$PROJ\",\"external_gateway_info\":{\"network_id\":\"$EXT\"}}}" | jq -r .router.id)
@@ -248,12 +264,12 @@ scenario() {
 check() { # the pings the capture is taken after
   . "$STATE"
   local r=0
-  log "east-west vm1 ($vm1_IP) -> vm2 ($vm2_IP)"; ip netns exec "${VMPFX}vm1" ping -c 3 -W 2 -i 0.3 "$vm2_IP" | tail -2 || r=1
+  log "east-west vm1 ($vm1_IP, hv$vm1_HV) -> vm2 ($vm2_IP, hv$vm2_HV)"; ip netns exec "${VMPFX}vm1" ping -c 3 -W 2 -i 0.3 "$vm2_IP" | tail -2 || r=1
   log "SNAT vm1 -> outside $EXT_GW";            ip netns exec "${VMPFX}vm1" ping -c 3 -W 2 -i 0.3 "$EXT_GW" | tail -2 || r=1
   if [ -n "${vm3_IP:-}" ]; then
-    log "vm1 ($vm1_IP, hv1) -> vm3 ($vm3_IP, hv2): one subnet, two hosts"; ip netns exec "${VMPFX}vm1" ping -c 3 -W 2 -i 0.3 "$vm3_IP" | tail -2 || r=1
-    log "vm3 (hv2) -> vm2 (hv2): routed on hv2";  ip netns exec "${VMPFX}vm3" ping -c 3 -W 2 -i 0.3 "$vm2_IP" | tail -2 || r=1
-    log "SNAT vm3 (hv2) -> outside $EXT_GW through hv1"; ip netns exec "${VMPFX}vm3" ping -c 3 -W 2 -i 0.3 "$EXT_GW" | tail -2 || r=1
+    log "vm1 ($vm1_IP, hv$vm1_HV) -> vm3 ($vm3_IP, hv$vm3_HV): one subnet, two hosts"; ip netns exec "${VMPFX}vm1" ping -c 3 -W 2 -i 0.3 "$vm3_IP" | tail -2 || r=1
+    log "vm3 (hv$vm3_HV) -> vm2 (hv$vm2_HV): routed on hv$vm3_HV";  ip netns exec "${VMPFX}vm3" ping -c 3 -W 2 -i 0.3 "$vm2_IP" | tail -2 || r=1
+    log "SNAT vm3 (hv$vm3_HV) -> outside $EXT_GW through hv1"; ip netns exec "${VMPFX}vm3" ping -c 3 -W 2 -i 0.3 "$EXT_GW" | tail -2 || r=1
   fi
   local i ok=""
   for i in $(seq 1 30); do ip netns exec "$EXTNS" ping -c 1 -W 1 "$FIP" >/dev/null 2>&1 && { ok=1; break; }; done
@@ -264,7 +280,7 @@ check() { # the pings the capture is taken after
 capture() {
   local C=${1:-/tmp/refenv-captures-$RELEASE-dvr} b t n d
   for n in $HVS; do
-  hv "$n"; d=$C/ovs; [ "$TWO" = 1 ] && d=$C/hv$n/ovs
+  hv "$n"; d=$C/ovs; [ "$NHV" -gt 1 ] && d=$C/hv$n/ovs
   mkdir -p "$d"
   (
     export OVS_RUNDIR=$OVSDIR
@@ -289,12 +305,16 @@ capture() {
   for t in agents routers ports networks subnets floatingips; do api GET "/$t" | jq . > "$C/api-$t.json"; done
   # the DVR MACs the server gave each host (no API: the table dvr_host_macs)
   mysql -N -e "SELECT host, mac_address FROM $REFENV_DB.dvr_host_macs ORDER BY host" > "$C/dvr_host_macs.txt"
-  if [ "$TWO" = 1 ] && [ -f "$STATE" ]; then
-    # what crosses the underlay for vm1 (hv1, A) -> vm2 (hv2, B): the inner source MAC is the
-    # sending host's DVR MAC, never the router's qr- MAC (routed on the sending host)
-    . "$STATE"; hv 1
-    "${HVX[@]}" timeout 8 tcpdump -nn -e -l -i und1 -c 4 udp port 4789 > "$C/underlay-vm1-vm2.txt" 2>&1 &
-    sleep 2; ip netns exec "${VMPFX}vm1" ping -c 2 -i 0.3 "$vm2_IP" > /dev/null || true; wait
+  if [ "$NHV" -gt 1 ] && [ -f "$STATE" ]; then
+    # what crosses the underlay for vm1 (A) -> vm2 (B), on vm1's host: the inner source MAC is
+    # the sending host's DVR MAC, never the router's qr- MAC (routed on the sending host);
+    # with a network node of its own (NHV>=3), its underlay port sees none of it
+    . "$STATE"; hv "$vm1_HV"
+    "${HVX[@]}" timeout 8 tcpdump -nn -e -l -i "und$vm1_HV" -c 4 udp port 4789 > "$C/underlay-vm1-vm2.txt" 2>&1 &
+    if [ "$vm1_HV" != 1 ]; then
+      hv 1; "${HVX[@]}" timeout 8 tcpdump -nn -e -l -i und1 udp port 4789 > "$C/underlay-network-node-during-vm1-vm2.txt" 2>&1 &
+    fi
+    sleep 2; ip netns exec "${VMPFX}vm1" ping -c 2 -i 0.3 "$vm2_IP" > /dev/null || true; wait; hv 1
   fi
   # uuids of this run, for reading the flows
   [ -f "$STATE" ] && cp "$STATE" "$C/scenario.env"
@@ -313,6 +333,7 @@ down() {
   local n
   clean
   ip netns del "$EXTNS" 2>/dev/null && log "netns $EXTNS deleted"
+  ip netns del "$UNDNS" 2>/dev/null && log "netns $UNDNS deleted"
   # every hypervisor that has a pid directory, the others before hv1 (whose stop takes the server)
   for n in 9 8 7 6 5 4 3 2; do [ -d "/run/refenv/$RELEASE-dvr/hv$n" ] && HV=$n "$HERE/release.sh" agent-stop; done
   "$HERE/release.sh" stop

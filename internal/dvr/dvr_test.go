@@ -19,7 +19,8 @@ import (
 // the 2026.2 reference agent with enable_distributed_routing beside the real
 // L3 agent, refenv/dvr.sh. two-hosts: hv1 (dvr_snat, vm1 on A, the csnat
 // ports) and hv2 (dvr, vm2 on B with a floating IP, vm3 on A); one-host:
-// hv1 only (no other DVR MAC). The state is built the way the agent will
+// hv1 only (no other DVR MAC); three-hosts: hv1 the network node (dvr_snat,
+// no VM), hv2 (dvr, vm1 on A), hv3 (dvr, vm2 on B with a floating IP, vm3). The state is built the way the agent will
 // build it: ofports from `ovs-ofctl show`, local VLANs from the Port rows'
 // tags, networks, subnets and ports from the API (what the RPCs return),
 // DVR MACs from the server's table.
@@ -272,6 +273,9 @@ func TestGoldenAgainstReference(t *testing.T) {
 		{"two-hosts/hv1 (dvr_snat)", "testdata/2026.2-two-hosts", "hv1", "refhv-2026-2-dvr", 1},
 		{"two-hosts/hv2 (dvr)", "testdata/2026.2-two-hosts", "hv2", "refhv-2026-2-dvr-hv2", 1},
 		{"one-host/hv1", "testdata/2026.2-one-host", "hv1", "refhv-2026-2-dvr", 0},
+		{"three-hosts/hv1 (network node, dvr_snat, no VM)", "testdata/2026.2-three-hosts", "hv1", "refhv-2026-2-dvr", 2},
+		{"three-hosts/hv2 (dvr, vm1)", "testdata/2026.2-three-hosts", "hv2", "refhv-2026-2-dvr-hv2", 2},
+		{"three-hosts/hv3 (dvr, vm2 + floating IP, vm3)", "testdata/2026.2-three-hosts", "hv3", "refhv-2026-2-dvr-hv3", 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
