@@ -14,6 +14,8 @@
 #   RELEASE=2026.2 refenv/dvr.sh capture [OUT]   flows, OVSDB rows, API objects, the L3 agent's
 #                                          namespaces (default OUT /tmp/refenv-captures-<release>-dvr)
 #   RELEASE=2026.2 refenv/dvr.sh rpc       the DVR RPCs' replies (dvr_rpc_probe.py) for hv1, subnet A
+#   RELEASE=2026.2 refenv/dvr.sh ifbench [N]   N rounds of subnet A's router interface removed and
+#                                          added back under vm1 -> vm2 pings: seconds to stop / flow again
 #   RELEASE=2026.2 refenv/dvr.sh clean     the scenario's objects (API), VM and provider plumbing
 #   RELEASE=2026.2 refenv/dvr.sh down      clean, then the L3 agent, the reference agent, its OVS,
 #                                          the variant's server (by pid files)
@@ -321,6 +323,30 @@ capture() {
   log "captures written to $C"
 }
 
+ifbench() { # N rounds: remove subnet A's router interface (B's is held by vm2's floating IP: 409), add it back; seconds until
+  # vm1 -> vm2 stops / answers again (a ping every 0.2 s), and the DVR flows left on vm1's host
+  # after each removal (the reference's table-3 leak, docs/dvr.md)
+  . "$STATE"
+  local i t0 ok n=${1:-3} d
+  hv "$vm1_HV"
+  for i in $(seq 1 "$n"); do
+    t0=$(now)
+    api PUT "/routers/$ROUTER/remove_router_interface" "{\"subnet_id\":\"$SUBA\"}" >/dev/null
+    ok=""; for _ in $(seq 1 300); do ip netns exec "${VMPFX}vm1" ping -c 1 -W 0.2 "$vm2_IP" >/dev/null 2>&1 || { ok=1; break; }; done
+    log "round $i: interface A removed, vm1 -> vm2 stopped after $(since "$t0") s ($([ -n "$ok" ] && echo ok || echo STILL-ANSWERS))"
+    sleep 5
+    # table-3 flows whose output port is gone: the removed qr- port's, left by the reference
+    d=$(OVS_RUNDIR=$OVSDIR sh -c 'ports=$(ovs-ofctl -O OpenFlow13 show br-int | sed -n "s/^ *\([0-9]*\)(.*/\1/p"); ovs-ofctl -O OpenFlow13 --no-stats dump-flows br-int table=3 |
+      while read -r l; do o=${l##*output:}; case "$o" in *[!0-9]*|"") continue ;; esac; echo "$ports" | grep -qx "$o" || echo "$l"; done' | grep -c . || true)
+    log "round $i: br-int table-3 flows on hv$vm1_HV pointing at a port that is gone: $d"
+    t0=$(now)
+    api PUT "/routers/$ROUTER/add_router_interface" "{\"subnet_id\":\"$SUBA\"}" >/dev/null
+    ok=""; for _ in $(seq 1 600); do ip netns exec "${VMPFX}vm1" ping -c 1 -W 0.2 "$vm2_IP" >/dev/null 2>&1 && { ok=1; break; }; done
+    log "round $i: interface A added, vm1 -> vm2 answered after $(since "$t0") s ($([ -n "$ok" ] && echo ok || echo FAIL))"
+  done
+  hv 1
+}
+
 rpc() { # the DVR RPCs' replies for hv1 and subnet A (router interface port of A): dvr_rpc_probe.py
   . "$STATE"
   local qr
@@ -345,7 +371,8 @@ case "${1:-}" in
   check) check ;;
   capture) capture "${2:-}" ;;
   rpc) rpc ;;
+  ifbench) ifbench "${2:-3}" ;;
   clean) clean ;;
   down) down ;;
-  *) echo "usage: RELEASE=2026.2 $0 up|scenario|check|capture [OUT]|clean|down" >&2; exit 2 ;;
+  *) echo "usage: RELEASE=2026.2 [NHV=1..9] $0 up|scenario|check|capture [OUT]|rpc|ifbench [N]|clean|down" >&2; exit 2 ;;
 esac
