@@ -335,10 +335,17 @@ ifbench() { # N rounds: remove subnet A's router interface (B's is held by vm2's
     ok=""; for _ in $(seq 1 300); do ip netns exec "${VMPFX}vm1" ping -c 1 -W 0.2 "$vm2_IP" >/dev/null 2>&1 || { ok=1; break; }; done
     log "round $i: interface A removed, vm1 -> vm2 stopped after $(since "$t0") s ($([ -n "$ok" ] && echo ok || echo STILL-ANSWERS))"
     sleep 5
-    # table-3 flows whose output port is gone: the removed qr- port's, left by the reference
-    d=$(OVS_RUNDIR=$OVSDIR sh -c 'ports=$(ovs-ofctl -O OpenFlow13 show br-int | sed -n "s/^ *\([0-9]*\)(.*/\1/p"); ovs-ofctl -O OpenFlow13 --no-stats dump-flows br-int table=3 |
-      while read -r l; do o=${l##*output:}; case "$o" in *[!0-9]*|"") continue ;; esac; echo "$ports" | grep -qx "$o" || echo "$l"; done' | grep -c . || true)
-    log "round $i: br-int table-3 flows on hv$vm1_HV pointing at a port that is gone: $d"
+    # table-3 flows whose output port is gone (the removed qr- ports', left by the reference),
+    # on every hypervisor
+    local h gone=""
+    for h in $HVS; do
+      hv "$h"
+      d=$(OVS_RUNDIR=$OVSDIR sh -c 'ports=$(ovs-ofctl -O OpenFlow13 show br-int | sed -n "s/^ *\([0-9]*\)(.*/\1/p"); ovs-ofctl -O OpenFlow13 --no-stats dump-flows br-int table=3 |
+        while read -r l; do o=${l##*output:}; case "$o" in *[!0-9]*|"") continue ;; esac; echo "$ports" | grep -qx "$o" || echo "$l"; done' | grep -c . || true)
+      gone="$gone hv$h:$d"
+    done
+    hv "$vm1_HV"
+    log "round $i: br-int table-3 flows pointing at a port that is gone:$gone"
     t0=$(now)
     api PUT "/routers/$ROUTER/add_router_interface" "{\"subnet_id\":\"$SUBA\"}" >/dev/null
     ok=""; for _ in $(seq 1 600); do ip netns exec "${VMPFX}vm1" ping -c 1 -W 0.2 "$vm2_IP" >/dev/null 2>&1 && { ok=1; break; }; done
