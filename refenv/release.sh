@@ -9,6 +9,9 @@
 # MESSAGING=quorum or MESSAGING=classic selects a second server of the release with other
 # [oslo_messaging_rabbit] options ($REFENV_MESSAGING, see messaging_vars), on its own API port,
 # vhost, database, configuration directory, log names and pid directory: both can run at once.
+# VARIANT=dvr is another such server: the router plugin, router_distributed = True (variant_vars);
+#   RELEASE=2026.2 VARIANT=dvr refenv/release.sh l3agent   the chroot's neutron-l3-agent (installed
+#                                            on first use) beside the reference agent, same host
 # Idempotent: the chroot is made once (/var/lib/ovsagent-refenv/<release>, ~5 min, ~900 MB) and
 # marked ready; a later run with the server answering on its port changes nothing.
 # Daemons are started with setsid, their pids recorded in /run/refenv/<release>/; never by name.
@@ -26,12 +29,21 @@ release_vars() {
   RRUN=/run/refenv/$RELEASE
   REFENV_NAME=refenv         # configuration directory /etc/neutron/<name> and log prefix in the chroot
   REFENV_MESSAGING=""
+  REFENV_VARIANT=""
   messaging_vars || return 2
+  variant_vars || return 2
   REFENV_CONF=/etc/neutron/$REFENV_NAME
   # AGENT=python: the chroot's reference agent as its own host on a private OVS (see release_agent)
-  REFENV_AGENT_HOST=refhv-${RELEASE//./-}${MESSAGING:+-$MESSAGING}   # oslo host: a numeric last label is refused
-  REFENV_OVS_NS=refenv-$RELEASE${MESSAGING:+-$MESSAGING}
-  REFENV_OVS_DIR=$RRUN/ovs
+  local sfx=${MESSAGING:-${VARIANT:-}}
+  # HV=2..9: another hypervisor of the same server (DVR's compute hosts, issue 16): host, netns,
+  # private OVS, pid directory ($RHV), agent ini and log names of its own; HV=1 (the default) is
+  # the names above, unchanged
+  REFENV_HV=${HV:-1}
+  case "$REFENV_HV" in 1) HVSFX="" ;; [2-9]) HVSFX=-hv$REFENV_HV ;; *) echo "release.sh: HV=$HV is not 1..9" >&2; return 2 ;; esac
+  RHV=$RRUN${HVSFX:+/hv$REFENV_HV}
+  REFENV_AGENT_HOST=refhv-${RELEASE//./-}${sfx:+-$sfx}$HVSFX   # oslo host: a numeric last label is refused
+  REFENV_OVS_NS=refenv-$RELEASE${sfx:+-$sfx}$HVSFX
+  REFENV_OVS_DIR=$RHV/ovs
   MIRROR=${MIRROR:-http://deb.debian.org/debian}
   # what debootstrap puts in (uwsgi for 2026.2's API; the agent for AGENT=python later)
   INCLUDE=python3-neutron,neutron-common,python3-pymysql,neutron-openvswitch-agent,iproute2,procps,uwsgi-core,uwsgi-plugin-python3
@@ -60,7 +72,30 @@ messaging_vars() {
   REFENV_NAME=refenv-$MESSAGING
 }
 
-rlog() { echo "[release $RELEASE${MESSAGING:+ $MESSAGING} $(date +%T)] $*"; }
+# variant_vars: VARIANT=<name> is a second server of the release with other *service* options
+# (not messaging ones), on its own API port, vhost, database, names and pid directory like a
+# messaging variant:
+#   dvr   service_plugins = router,qos,trunk and router_distributed = True (issue 16): routers
+#         are distributed; the L3 agent (release.sh l3agent) and the reference agent with
+#         REFENV_AGENT_SET="agent.enable_distributed_routing=True ..." run against it
+variant_vars() {
+  local off
+  case "${VARIANT:-}" in
+    "") return 0 ;;
+    dvr) off=3 ;;
+    *) echo "release.sh: VARIANT=$VARIANT is not a server variant (dvr)" >&2; return 2 ;;
+  esac
+  [ -z "${MESSAGING:-}" ] || { echo "release.sh: VARIANT=$VARIANT and MESSAGING=$MESSAGING do not combine" >&2; return 2; }
+  REFENV_VARIANT=$VARIANT
+  REFENV_API_PORT=$((REFENV_API_PORT + off))
+  REFENV_DB=${REFENV_DB}_$VARIANT
+  REFENV_VHOST=$REFENV_VHOST-$VARIANT
+  REFENV_TRANSPORT_URL="rabbit://guest:guest@127.0.0.1:5672/$REFENV_VHOST"
+  RRUN=$RRUN-$VARIANT
+  REFENV_NAME=refenv-$VARIANT
+}
+
+rlog() { echo "[release $RELEASE${MESSAGING:+ $MESSAGING}${VARIANT:+ $VARIANT} $(date +%T)] $*"; }
 ralive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 rapi_code() { curl -s -o /dev/null -w '%{http_code}' -H 'X-Project-Id: demo' "http://127.0.0.1:$REFENV_API_PORT/v2.0/networks" || true; }
 release_version() { chroot "$REFENV_CHROOT" dpkg-query -W -f '${Version}' python3-neutron 2>/dev/null || echo unknown; }
@@ -142,6 +177,12 @@ write_conf() {
 heartbeat_timeout_threshold = 0
 EOF
   [ -z "$REFENV_MESSAGING" ] || { echo "# MESSAGING=$MESSAGING"; tr ',' '\n' <<< "$REFENV_MESSAGING" | sed 's/=/ = /'; } >> "$d/neutron.conf"
+  # VARIANT=dvr: the router service plugin, routers distributed by default (l2population is in
+  # refenv's ml2_conf.ini already)
+  if [ "$REFENV_VARIANT" = dvr ]; then
+    sed -i -e 's|^service_plugins = .*|service_plugins = router,qos,trunk\n# VARIANT=dvr\nrouter_distributed = True|' "$d/neutron.conf"
+    grep -q '^router_distributed = True' "$d/neutron.conf" || { rlog "write_conf: no service_plugins line to extend"; return 1; }
+  fi
   # 2026.2: the API runs under uwsgi (no neutron-server binary any more)
   cat > "$d/api-uwsgi.ini" <<EOF
 [uwsgi]
@@ -264,20 +305,28 @@ release_ovs_start() {
       --log-file="$D/ovs-vswitchd.log" -vconsole:off --detach --no-chdir
   unset OVS_RUNDIR OVS_DBDIR OVS_LOGDIR
   hvsctl --may-exist add-br br-phys -- set Bridge br-phys datapath_type=netdev
+  # REFENV_UNDERLAY=ADDR/LEN: a tunnel endpoint for hypervisors that talk to each other (dvr.sh
+  # TWO=1): the netdev datapath's own tunnels route through an OVS bridge, so the address is on
+  # br-underlay's internal port (in the netns); the agent's local_ip must exist before it starts
+  if [ -n "${REFENV_UNDERLAY:-}" ]; then
+    hvsctl --may-exist add-br br-underlay -- set Bridge br-underlay datapath_type=netdev
+    ip -n "$REFENV_OVS_NS" addr replace "$REFENV_UNDERLAY" dev br-underlay
+    ip -n "$REFENV_OVS_NS" link set br-underlay mtu 1500 up
+  fi
   # the system OVS must not have been touched (the bind mounts stay in their namespaces)
   mountpoint -q /run/openvswitch && { rlog "BUG: /run/openvswitch is a mount point on the host"; return 1; }
   rlog "private OVS: netns $REFENV_OVS_NS, ovsdb-server $(cat "$D/ovsdb-server.pid"), ovs-vswitchd $(cat "$D/ovs-vswitchd.pid"), sockets in $D"
 }
 
 release_relay_start() {
-  local sock=$RRUN/amqp.sock
-  if ! ralive "$RRUN/amqp-relay-host.pid"; then
+  local sock=$RHV/amqp.sock
+  if ! ralive "$RHV/amqp-relay-host.pid"; then
     (exec setsid socat "UNIX-LISTEN:$sock,fork,unlink-early" TCP:127.0.0.1:5672) > /dev/null 2>&1 < /dev/null &
-    echo $! > "$RRUN/amqp-relay-host.pid"
+    echo $! > "$RHV/amqp-relay-host.pid"
   fi
-  if ! ralive "$RRUN/amqp-relay-ns.pid"; then
+  if ! ralive "$RHV/amqp-relay-ns.pid"; then
     (exec setsid ip netns exec "$REFENV_OVS_NS" socat TCP-LISTEN:5672,bind=127.0.0.1,fork,reuseaddr "UNIX-CONNECT:$sock") > /dev/null 2>&1 < /dev/null &
-    echo $! > "$RRUN/amqp-relay-ns.pid"
+    echo $! > "$RHV/amqp-relay-ns.pid"
   fi
   local i
   for i in $(seq 1 50); do ip netns exec "$REFENV_OVS_NS" bash -c 'exec 3<>/dev/tcp/127.0.0.1/5672' 2>/dev/null && return 0; sleep 0.1; done
@@ -310,7 +359,7 @@ agent_alive() { agent_field alive; }
 
 release_agent() {
   release_vars
-  mkdir -p "$RRUN"
+  mkdir -p "$RHV"
   [ "$(rapi_code)" = 200 ] || { rlog "the $RELEASE API does not answer: run RELEASE=$RELEASE refenv/setup.sh first"; return 1; }
   chroot_mounts "$REFENV_CHROOT"
   mkdir -p "$REFENV_CHROOT/run/openvswitch" "$REFENV_CHROOT/var/lib/neutron/lock" "$REFENV_CHROOT/var/log/neutron"
@@ -318,38 +367,141 @@ release_agent() {
   release_relay_start
   # a restarted agent's row says alive until agent_down_time passes: wait for a new started_at
   local before=""
-  if ralive "$RRUN/ovs-agent.pid"; then
-    rlog "reference agent runs (pid $(cat "$RRUN/ovs-agent.pid")): left as it is"
+  if ralive "$RHV/ovs-agent.pid"; then
+    rlog "reference agent runs (pid $(cat "$RHV/ovs-agent.pid")): left as it is"
   else
     before=$(agent_field started_at)
-    agent_ini "$REFENV_CHROOT$REFENV_CONF/openvswitch_agent.ini" "$REFENV_AGENT_HOST"
+    agent_ini "$REFENV_CHROOT$REFENV_CONF/openvswitch_agent$HVSFX.ini" "$REFENV_AGENT_HOST"
     # ip netns exec, unshare, sh, chroot exec in turn: $! is the agent's pid. /sys is mounted
     # again in the chroot so that it shows the netns's devices.
     (cd / && exec setsid nohup ip netns exec "$REFENV_OVS_NS" unshare -m --propagation private sh -c \
       'mount --bind "$1" "$0/run/openvswitch" && mount -t sysfs sysfs "$0/sys" && shift && exec chroot "$0" "$@"' \
       "$REFENV_CHROOT" "$REFENV_OVS_DIR" /usr/bin/neutron-openvswitch-agent \
-      --config-file "$REFENV_CONF/neutron.conf" --config-file "$REFENV_CONF/openvswitch_agent.ini" \
-      --log-file "/var/log/neutron/$REFENV_NAME-ovs-agent.log") \
-      > "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME-ovs-agent.stdout" 2>&1 < /dev/null &
-    echo $! > "$RRUN/ovs-agent.pid"
-    rlog "reference agent pid $(cat "$RRUN/ovs-agent.pid") as host $REFENV_AGENT_HOST (log $REFENV_CHROOT/var/log/neutron/$REFENV_NAME-ovs-agent.log)"
+      --config-file "$REFENV_CONF/neutron.conf" --config-file "$REFENV_CONF/openvswitch_agent$HVSFX.ini" \
+      --log-file "/var/log/neutron/$REFENV_NAME$HVSFX-ovs-agent.log") \
+      > "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME$HVSFX-ovs-agent.stdout" 2>&1 < /dev/null &
+    echo $! > "$RHV/ovs-agent.pid"
+    rlog "reference agent pid $(cat "$RHV/ovs-agent.pid") as host $REFENV_AGENT_HOST (log $REFENV_CHROOT/var/log/neutron/$REFENV_NAME$HVSFX-ovs-agent.log)"
   fi
   local i a=""
   for i in $(seq 1 180); do
     a=$(agent_alive); [ "$a" = true ] && [ "$(agent_field started_at)" != "$before" ] && break
-    ralive "$RRUN/ovs-agent.pid" || { tail -20 "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME-ovs-agent.log" "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME-ovs-agent.stdout" 2>/dev/null; rlog "reference agent exited"; return 1; }
+    ralive "$RHV/ovs-agent.pid" || { tail -20 "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME$HVSFX-ovs-agent.log" "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME$HVSFX-ovs-agent.stdout" 2>/dev/null; rlog "reference agent exited"; return 1; }
     sleep 1
   done
   [ "$a" = true ] || { rlog "reference agent $REFENV_AGENT_HOST not alive after 180 s"; return 1; }
   rlog "reference agent $REFENV_AGENT_HOST alive (neutron $(release_version))"
 }
 
+# ------------------------------------------------------------------ l3agent (VARIANT=dvr)
+# The release's own neutron-l3-agent as the same host as the reference agent ($REFENV_AGENT_HOST),
+# in the same netns and with the same private OVS on /run/openvswitch, in a mount namespace of its
+# own where
+# - the chroot is bound onto itself (rbind, with its /proc, /dev, /sys): `ip netns exec` runs
+#   `mount --make-rslave /`, which fails unless the chroot's root is a mount point;
+# - a tmpfs is on the chroot's /run/netns: the qrouter-/snat-/fip- namespaces the agent makes are
+#   bind mounts there, seen only in that mount namespace and gone with it (no stale namespace
+#   files in the chroot for the next start; when the agent and its helpers exit, the namespaces
+#   and the veths in them go too). From the host: `release.sh l3exec ip netns` (nsenter -m -n -r
+#   into the agent's namespaces, the chroot's tools).
+# - ovs_use_veth = True: with the netdev datapath an OVS internal port is a tap device of
+#   ovs-vswitchd, which does not follow it into another netns; a veth (OVS side tap<id>, the
+#   namespace side qr-/sg-/qg-/fg-<id>) does, and neutron turns its offloads off for netdev.
+# L3_AGENT_MODE (default dvr_snat), L3_DEBUG=True for a debug log.
+l3_ini() { # OUT
+  cat > "$1" <<EOF
+# written by refenv/release.sh l3agent
+[DEFAULT]
+host = $REFENV_AGENT_HOST
+interface_driver = openvswitch
+agent_mode = ${L3_AGENT_MODE:-dvr_snat}
+ovs_use_veth = True
+enable_metadata_proxy = False
+debug = ${L3_DEBUG:-False}
+
+[agent]
+root_helper = neutron-rootwrap /etc/neutron/rootwrap.conf
+
+[ovs]
+integration_bridge = br-int
+datapath_type = netdev
+ovsdb_connection = unix:/var/run/openvswitch/db.sock
+EOF
+}
+
+l3_field() { # alive | started_at of the L3 agent row of $REFENV_AGENT_HOST
+  curl -s "http://127.0.0.1:$REFENV_API_PORT/v2.0/agents?host=$REFENV_AGENT_HOST&binary=neutron-l3-agent" \
+    | jq -r ".agents[0].$1 // empty" 2>/dev/null || true
+}
+
+release_l3agent() {
+  release_vars
+  mkdir -p "$RHV"
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'X-Project-Id: demo' "http://127.0.0.1:$REFENV_API_PORT/v2.0/routers" || true)" = 200 ] \
+    || { rlog "no router API on 127.0.0.1:$REFENV_API_PORT: the L3 agent needs VARIANT=dvr (RELEASE=$RELEASE VARIANT=dvr AGENT=none refenv/setup.sh)"; return 1; }
+  hvsctl br-exists br-int 2>/dev/null || { rlog "no br-int on the private OVS of $REFENV_AGENT_HOST: start the reference agent first (release.sh agent)"; return 1; }
+  chroot_mounts "$REFENV_CHROOT"
+  # installed once, pinned to the chroot's neutron (a newer neutron-l3-agent in the mirror would
+  # pull a newer python3-neutron into the chroot every helper tests against); ethtool: neutron
+  # turns a veth's offloads off with it for the netdev datapath (ovs_use_veth below)
+  if [ "$(chroot "$REFENV_CHROOT" dpkg-query -W -f '${Status}\n' neutron-l3-agent ethtool 2>/dev/null | grep -c 'ok installed')" != 2 ]; then
+    local v; v=$(release_version)
+    rlog "apt-get install neutron-l3-agent=$v ethtool inside the chroot (log $REFENV_CHROOT.l3-apt.log)"
+    chroot "$REFENV_CHROOT" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "neutron-l3-agent=$v" ethtool \
+      > "$REFENV_CHROOT.l3-apt.log" 2>&1 || { tail -20 "$REFENV_CHROOT.l3-apt.log"; rlog "apt-get install neutron-l3-agent failed"; return 1; }
+  fi
+  release_relay_start
+  local before=""
+  if ralive "$RHV/l3-agent.pid"; then
+    rlog "L3 agent runs (pid $(cat "$RHV/l3-agent.pid")): left as it is"
+  else
+    before=$(l3_field started_at)
+    l3_ini "$REFENV_CHROOT$REFENV_CONF/l3_agent$HVSFX.ini"
+    (cd / && exec setsid nohup ip netns exec "$REFENV_OVS_NS" unshare -m --propagation private sh -c \
+      'mount --rbind "$0" "$0" && mount --bind "$1" "$0/run/openvswitch" && mount -t sysfs sysfs "$0/sys" &&
+       mkdir -p "$0/run/netns" && mount -t tmpfs -o mode=0755 refenv-netns "$0/run/netns" && shift && exec chroot "$0" "$@"' \
+      "$REFENV_CHROOT" "$REFENV_OVS_DIR" /usr/bin/neutron-l3-agent \
+      --config-file "$REFENV_CONF/neutron.conf" --config-file "$REFENV_CONF/l3_agent$HVSFX.ini" \
+      --log-file "/var/log/neutron/$REFENV_NAME$HVSFX-l3-agent.log") \
+      > "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME$HVSFX-l3-agent.stdout" 2>&1 < /dev/null &
+    echo $! > "$RHV/l3-agent.pid"
+    rlog "L3 agent pid $(cat "$RHV/l3-agent.pid") as host $REFENV_AGENT_HOST, agent_mode ${L3_AGENT_MODE:-dvr_snat} (log $REFENV_CHROOT/var/log/neutron/$REFENV_NAME$HVSFX-l3-agent.log)"
+  fi
+  local i a=""
+  for i in $(seq 1 180); do
+    a=$(l3_field alive); [ "$a" = true ] && [ "$(l3_field started_at)" != "$before" ] && break
+    ralive "$RHV/l3-agent.pid" || { tail -20 "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME$HVSFX-l3-agent.log" "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME$HVSFX-l3-agent.stdout" 2>/dev/null; rlog "L3 agent exited"; return 1; }
+    sleep 1
+  done
+  [ "$a" = true ] || { rlog "L3 agent $REFENV_AGENT_HOST not alive after 180 s"; return 1; }
+  rlog "L3 agent $REFENV_AGENT_HOST alive (agent_mode $(curl -s "http://127.0.0.1:$REFENV_API_PORT/v2.0/agents?host=$REFENV_AGENT_HOST&binary=neutron-l3-agent" | jq -r '.agents[0].configurations.agent_mode'))"
+}
+
+# l3exec CMD...: CMD in the L3 agent's network and mount namespaces with the chroot as root
+# (its qrouter-/snat-/fip- namespaces: `l3exec ip netns exec qrouter-<id> ip addr`)
+release_l3exec() {
+  release_vars
+  ralive "$RHV/l3-agent.pid" || { rlog "no L3 agent runs ($RHV/l3-agent.pid)"; return 1; }
+  nsenter -t "$(cat "$RHV/l3-agent.pid")" -m -n -r -w "$@"
+}
+
+release_l3_stop() {
+  release_vars
+  local p helpers
+  helpers=$(agent_helpers "l3_agent$HVSFX.ini")
+  stop_pid "$RHV/l3-agent.pid" neutron-l3-agent 20
+  for p in $helpers $(agent_helpers "l3_agent$HVSFX.ini"); do
+    [ "$(readlink "/proc/$p/root" 2>/dev/null)" = "$REFENV_CHROOT" ] && { rlog "stopping L3 privsep helper $p"; kill -TERM "$p" 2>/dev/null; }
+  done
+  return 0
+}
+
 # pids of processes whose root is the chroot and whose command line names the agent's ini
-# (the agent's privsep helpers: daemonised, reparented to init)
+# (the agent's privsep helpers: daemonised, reparented to init); $1: another ini (l3_agent.ini)
 agent_helpers() {
   local p
   # candidates by command line (a scan of every /proc entry took a minute on a busy machine)
-  for p in $(pgrep -f "privsep-helper.*$REFENV_CONF/openvswitch_agent.ini" || true); do
+  for p in $(pgrep -f "privsep-helper.*$REFENV_CONF/${1:-openvswitch_agent$HVSFX.ini}" || true); do
     [ "$(readlink "/proc/$p/root" 2>/dev/null)" = "$REFENV_CHROOT" ] && echo "$p"
   done
   return 0
@@ -372,7 +524,7 @@ release_ref_stop() {
   local p helpers
   helpers=$(agent_helpers)
   # the reference ignores SIGTERM for more than 15 s
-  stop_pid "$RRUN/ovs-agent.pid" neutron-openvswitch-agent 20
+  stop_pid "$RHV/ovs-agent.pid" neutron-openvswitch-agent 20
   for p in $helpers $(agent_helpers); do
     [ "$(readlink "/proc/$p/root" 2>/dev/null)" = "$REFENV_CHROOT" ] && { rlog "stopping privsep helper $p"; kill -TERM "$p" 2>/dev/null; }
   done
@@ -380,9 +532,10 @@ release_ref_stop() {
 }
 
 release_agent_stop() {
+  release_l3_stop
   release_ref_stop
-  stop_pid "$RRUN/amqp-relay-ns.pid" socat 5
-  stop_pid "$RRUN/amqp-relay-host.pid" socat 5
+  stop_pid "$RHV/amqp-relay-ns.pid" socat 5
+  stop_pid "$RHV/amqp-relay-host.pid" socat 5
   stop_pid "$REFENV_OVS_DIR/ovs-vswitchd.pid" ovs-vswitchd 10
   stop_pid "$REFENV_OVS_DIR/ovsdb-server.pid" ovsdb-server 10
   if ip netns list | grep -qx "$REFENV_OVS_NS\( .*\)\?"; then
@@ -415,18 +568,24 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   RELEASE=${RELEASE:-2026.2}
   case "${1:-env}" in
     env) release_vars
-         printf 'REFENV_RELEASE=%q\nREFENV_API_PORT=%q\nREFENV_VHOST=%q\nREFENV_TRANSPORT_URL=%q\nREFENV_DB=%q\nREFENV_CHROOT=%q\nREFENV_VERSION=%q\nREFENV_MESSAGING=%q\nREFENV_LOGS=%q\nREFENV_AGENT_HOST=%q\nREFENV_OVS_NS=%q\nREFENV_OVS_DIR=%q\n' \
-           "$RELEASE" "$REFENV_API_PORT" "$REFENV_VHOST" "$REFENV_TRANSPORT_URL" "$REFENV_DB" "$REFENV_CHROOT" "$(release_version)" "$REFENV_MESSAGING" "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME-*.log" "$REFENV_AGENT_HOST" "$REFENV_OVS_NS" "$REFENV_OVS_DIR" ;;
+         printf 'REFENV_RELEASE=%q\nREFENV_API_PORT=%q\nREFENV_VHOST=%q\nREFENV_TRANSPORT_URL=%q\nREFENV_DB=%q\nREFENV_CHROOT=%q\nREFENV_VERSION=%q\nREFENV_MESSAGING=%q\nREFENV_LOGS=%q\nREFENV_AGENT_HOST=%q\nREFENV_OVS_NS=%q\nREFENV_OVS_DIR=%q\nREFENV_VARIANT=%q\nREFENV_HV=%q\n' \
+           "$RELEASE" "$REFENV_API_PORT" "$REFENV_VHOST" "$REFENV_TRANSPORT_URL" "$REFENV_DB" "$REFENV_CHROOT" "$(release_version)" "$REFENV_MESSAGING" "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME-*.log" "$REFENV_AGENT_HOST" "$REFENV_OVS_NS" "$REFENV_OVS_DIR" "$REFENV_VARIANT" "$REFENV_HV" ;;
     stop) release_stop ;;
     status) release_vars
             for n in server rpc-server periodic-workers api; do [ -s "$RRUN/$n.pid" ] && echo "$n pid $(cat "$RRUN/$n.pid") $(ralive "$RRUN/$n.pid" && echo alive || echo dead)"; done
-            echo "API 127.0.0.1:$REFENV_API_PORT: $(rapi_code); neutron $(release_version); vhost $REFENV_VHOST${REFENV_MESSAGING:+; messaging $REFENV_MESSAGING}"
-            if [ -s "$RRUN/ovs-agent.pid" ]; then
-              echo "reference agent pid $(cat "$RRUN/ovs-agent.pid") $(ralive "$RRUN/ovs-agent.pid" && echo alive || echo dead), host $REFENV_AGENT_HOST alive in the API: $(agent_alive); private OVS netns $REFENV_OVS_NS, $REFENV_OVS_DIR"
+            echo "API 127.0.0.1:$REFENV_API_PORT: $(rapi_code); neutron $(release_version); vhost $REFENV_VHOST${REFENV_MESSAGING:+; messaging $REFENV_MESSAGING}${REFENV_VARIANT:+; variant $REFENV_VARIANT}"
+            if [ -s "$RHV/ovs-agent.pid" ]; then
+              echo "reference agent pid $(cat "$RHV/ovs-agent.pid") $(ralive "$RHV/ovs-agent.pid" && echo alive || echo dead), host $REFENV_AGENT_HOST alive in the API: $(agent_alive); private OVS netns $REFENV_OVS_NS, $REFENV_OVS_DIR"
+            fi
+            if [ -s "$RHV/l3-agent.pid" ]; then
+              echo "L3 agent pid $(cat "$RHV/l3-agent.pid") $(ralive "$RHV/l3-agent.pid" && echo alive || echo dead), host $REFENV_AGENT_HOST alive in the API: $(l3_field alive)"
             fi ;;
     agent) release_agent ;;
     agent-stop) release_agent_stop ;;
+    l3agent) release_l3agent ;;
+    l3-stop) release_l3_stop ;;
+    l3exec) shift; release_l3exec "$@" ;;
     ref-stop) release_ref_stop ;;
-    *) echo "usage: RELEASE=2025.1|2026.2 [MESSAGING=quorum|classic] $0 env|status|agent|ref-stop|agent-stop|stop" >&2; exit 2 ;;
+    *) echo "usage: RELEASE=2025.1|2026.2 [MESSAGING=quorum|classic | VARIANT=dvr [HV=2..9]] $0 env|status|agent|ref-stop|agent-stop|stop|l3agent|l3-stop|l3exec CMD..." >&2; exit 2 ;;
   esac
 fi
