@@ -6,6 +6,7 @@ import (
 
 	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/openflow"
+	"github.com/ovsagent/ovsagent/internal/pipeline"
 )
 
 // The loop's side of the feature seam (internal/feature): registration,
@@ -16,7 +17,7 @@ import (
 // asks for it. An error (two sources claiming one owner kind) is returned
 // by Run.
 func (a *Agent) registerFeatures(ext []feature.Feature) {
-	all := append([]feature.Feature{pipelineFlows{a}}, ext...)
+	all := append([]feature.Feature{pipeline.Source{State: a.ps}}, ext...)
 	set, err := feature.NewSet(all...)
 	if err != nil {
 		a.featErr = fmt.Errorf("agent: %w", err)

@@ -1,9 +1,7 @@
 package agent
 
 import (
-	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/ovsagent/ovsagent/internal/feature"
@@ -11,78 +9,15 @@ import (
 	"github.com/ovsagent/ovsagent/internal/pipeline"
 )
 
-// The pipeline is the agent's built-in flow source: registered first,
-// through the same seam as the OVS firewall (internal/secgroup) and any
-// extension (internal/feature), so the loop dispatches every owner by its
-// kind and knows no feature's owners.
-
-// pipelineFlows is the pipeline as a flow source: base, physnet:, net:,
-// port:, tun: owners of every bridge, computed by pipeline.FlowsFor from
-// the agent's pipeline state.
-type pipelineFlows struct{ a *Agent }
-
-func (pipelineFlows) Name() string { return "pipeline" }
-
-func (pipelineFlows) Kinds() []string {
-	return []string{pipeline.OwnerBase, "physnet", "net", "port", "tun"}
-}
-
-func (s pipelineFlows) Owners() []string { return pipeline.Owners(s.a.ps) }
-
-func (s pipelineFlows) Flows(owners []string) (map[string]map[string][]openflow.Flow, map[string]error) {
-	out := make(map[string]map[string][]openflow.Flow, len(owners))
-	errs := map[string]error{}
-	for _, o := range owners {
-		bf, err := pipeline.FlowsFor(s.a.ps, o)
-		if err != nil {
-			errs[o] = err
-			continue
-		}
-		out[o] = bf
-	}
-	return out, errs
-}
-
-func (s pipelineFlows) Dependents(owner string) []string { return pipeline.Dependents(s.a.ps, owner) }
-
-// PortOwners: the port's own flows and, once it is on a network, the
-// network's (shared with the network's other ports).
-func (s pipelineFlows) PortOwners(p feature.Port) []string {
-	out := []string{pipeline.OwnerPort(p.ID)}
-	if rec := s.a.ports[p.ID]; rec != nil && p.Wiring == feature.WiredUp {
-		out = append(out, pipeline.OwnerNetwork(rec.net))
-	}
-	return out
-}
-
-func (s pipelineFlows) Reason(owner, bridge string, table uint8) string {
-	kind, arg, _ := strings.Cut(owner, ":")
-	what := owner
-	switch kind {
-	case "port":
-		what = "port wiring"
-	case "net":
-		what = "local VLAN of network " + arg
-	}
-	return what + ": " + s.a.tableName(bridge, table)
-}
+// The pipeline (pipeline.Source over the loop's pipeline state) is
+// registered first, through the same seam as the OVS firewall
+// (internal/secgroup) and any extension (internal/feature), so the loop
+// dispatches every owner by its kind and knows no feature's owners.
 
 // tableName is the reference's name of a table of bridge ("table N" when
 // it has none).
 func (a *Agent) tableName(bridge string, table uint8) string {
-	var tables []pipeline.Table
-	switch {
-	case bridge == a.layout.Integration:
-		tables = pipeline.IntTables
-	case bridge == a.layout.Tunnel:
-		tables = pipeline.TunTables
-	default:
-		tables = pipeline.PhysTables
-	}
-	if tn := pipeline.TableName(tables, table); tn != "" {
-		return tn
-	}
-	return fmt.Sprintf("table %d", table)
+	return pipeline.BridgeTableName(a.ps, bridge, table)
 }
 
 // computeFlows asks the registered sources for the owners' flows (each
