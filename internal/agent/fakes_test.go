@@ -13,6 +13,7 @@ import (
 	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/firewall"
 	"github.com/ovsagent/ovsagent/internal/openflow"
+	"github.com/ovsagent/ovsagent/internal/pipeline"
 	"github.com/ovsagent/ovsagent/internal/secgroup"
 )
 
@@ -606,3 +607,6 @@ func newTestAgent(opt Options, d Deps) *Agent {
 	}
 	return New(opt, d)
 }
+
+// floodMAC is l2population's FLOODING_ENTRY MAC.
+const floodMAC = pipeline.FloodMAC
