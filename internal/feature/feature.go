@@ -33,14 +33,21 @@
 //     (UnrebuiltState refuses while any feature names some).
 //   - Reporter: its name in report_state's `extensions` and its part of
 //     the configurations.
+//   - Waiter: it still waits on the server (the firewall's security
+//     groups): the stale-flow sweep and the in-sync state wait for it.
+//   - FlowObserver: told which owners' flows went into a bridge, and when
+//     the stale flows are swept.
+//   - Adopter: told once what the bridges held at start.
+//   - SecurityGroupHandler: told of security-group rule and member changes.
 //
 // Metrics: a feature registers its families on the *metrics.Metrics the
 // wiring gives it (metrics.Metrics.NewCounter / NewGauge) when it is built.
 //
 // Features are built and registered in one place, cmd/ovs-agent
 // (features.go, from the configuration), and passed to the agent in
-// agent.Deps.Features. The pipeline and the firewall are built in by the
-// agent itself and come first: their owner kinds are reserved (Reserved).
+// agent.Deps.Features. The pipeline (pipeline.Source over the loop's
+// pipeline state) is registered by the agent itself and comes first; the
+// OVS firewall (internal/secgroup) is built in features.go like any other.
 package feature
 
 import (
