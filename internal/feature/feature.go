@@ -83,6 +83,18 @@ type FlowSource interface {
 	Flows(owners []string) (flows map[string]map[string][]openflow.Flow, errs map[string]error)
 }
 
+// PortFlows is implemented by a FlowSource with an owner per port that
+// holds the port's own flows (the pipeline's port:, the firewall's
+// fw:port:). While the switch rejects such an owner's latest flows the
+// port is not reported up, and it is held on the dead VLAN when the bridge
+// has none of the owner's earlier flows (fail closed).
+type PortFlows interface {
+	// PortOwner is the port's owner.
+	PortOwner(portID string) string
+	// OwnerPort is the port whose owner this is (ok false: not a port's).
+	OwnerPort(owner string) (portID string, ok bool)
+}
+
 // Dependents is implemented by a FlowSource whose owners' flows depend on
 // other owners' objects: when owner changes, these are recomputed too.
 type Dependents interface {

@@ -18,6 +18,7 @@ var (
 	_ feature.FlowSource = Source{}
 	_ feature.Dependents = Source{}
 	_ feature.Explainer  = Source{}
+	_ feature.PortFlows  = Source{}
 )
 
 // SourceName is the pipeline's name among the features.
@@ -44,6 +45,12 @@ func (s Source) Flows(owners []string) (map[string]map[string][]openflow.Flow, m
 }
 
 func (s Source) Dependents(owner string) []string { return Dependents(s.State, owner) }
+
+// PortOwner implements feature.PortFlows: the port's br-int wiring.
+func (Source) PortOwner(portID string) string { return OwnerPort(portID) }
+
+// OwnerPort implements feature.PortFlows.
+func (Source) OwnerPort(owner string) (string, bool) { return strings.CutPrefix(owner, "port:") }
 
 // PortOwners: the port's own flows and, once it is on a network, the
 // network's (shared with the network's other ports).

@@ -121,10 +121,22 @@ var (
 	_ feature.Adopter              = (*Feature)(nil)
 	_ feature.Explainer            = (*Feature)(nil)
 	_ feature.Runner               = (*Feature)(nil)
+	_ feature.PortFlows            = (*Feature)(nil)
 )
 
 func (f *Feature) Name() string    { return FeatureName }
 func (f *Feature) Kinds() []string { return []string{"fw"} }
+
+// PortOwner implements feature.PortFlows: the port's firewall flows.
+func (f *Feature) PortOwner(portID string) string { return firewall.OwnerPort(portID) }
+
+// OwnerPort implements feature.PortFlows.
+func (f *Feature) OwnerPort(owner string) (string, bool) {
+	if kind, id, ok := firewall.ParseOwner(owner); ok && kind == "port" {
+		return id, true
+	}
+	return "", false
+}
 
 // Attach implements feature.Attacher.
 func (f *Feature) Attach(h feature.Host) {
