@@ -296,17 +296,22 @@ func rabbitModes(qmHost string) []rabbitMode {
 // TestDeclareModesMatchOslo: for every messaging mode, ovs-agent and oslo.messaging with
 // the same settings share one vhost without a 406, whichever comes first, and the queues
 // and exchanges are the same (flags and arguments).
+//
+// The modes run in parallel (-parallel, GOMAXPROCS by default): each has its own vhost and
+// queue manager names, and most of a mode's time is one process starting (a Python peer
+// importing oslo.messaging, rabbitmqctl booting an Erlang VM) on one core.
 func TestDeclareModesMatchOslo(t *testing.T) {
-	base := uniq("qm")
-	t.Cleanup(func() {
-		for _, h := range []string{base + "-a", base + "-b"} {
-			for _, p := range []string{"oslo", "ovs-agent"} {
-				_ = os.Remove("/dev/shm/" + h + "_" + p + "_qmanager")
-			}
-		}
-	})
 	for i := range rabbitModes("") {
 		t.Run(rabbitModes("")[i].name, func(t *testing.T) {
+			t.Parallel()
+			base := uniq("qm")
+			t.Cleanup(func() {
+				for _, h := range []string{base + "-a", base + "-b"} {
+					for _, p := range []string{"oslo", "ovs-agent"} {
+						_ = os.Remove("/dev/shm/" + h + "_" + p + "_qmanager")
+					}
+				}
+			})
 			vh := testVhost(t)
 			type side struct {
 				tr    *testTransport
