@@ -124,7 +124,7 @@ func TestMixedBrokerReference(t *testing.T) {
 	} else {
 		t.Logf("reference agent pid %d stopped", refPID)
 	}
-	for _, f := range logs.refused(t, ref["REFENV_VHOST"]) {
+	for _, f := range logs.refused(t, ref["REFENV_VHOST"], ref["REFENV_AGENT_LOG"]) {
 		t.Errorf("refused declaration: %s", f)
 	}
 	for _, l := range strings.Split(agent.Log(), "\n") {
@@ -266,10 +266,13 @@ func (m *logMarks) since(f string) (string, error) {
 
 // refused lists the refusals logged since the marks: lines of the reference's and the
 // server's logs, entries of the broker's log (an entry's first line names the vhost, the next
-// ones the reason) that name vhost.
-func (m *logMarks) refused(t *testing.T, vhost string) []string {
+// ones the reason) that name vhost. It fails the test if those are not the logs being written:
+// the reference's log or the server's did not grow, or the broker logged no connection to vhost.
+func (m *logMarks) refused(t *testing.T, vhost, refLog string) []string {
 	t.Helper()
 	var found []string
+	grew := map[string]bool{}
+	granted := false
 	isBroker := map[string]bool{}
 	for _, f := range m.broker {
 		isBroker[f] = true
@@ -283,6 +286,9 @@ func (m *logMarks) refused(t *testing.T, vhost string) []string {
 			}
 			continue
 		}
+		if text != "" {
+			grew[f] = true
+		}
 		if !isBroker[f] {
 			for _, l := range strings.Split(text, "\n") {
 				if refusal.MatchString(l) {
@@ -294,6 +300,7 @@ func (m *logMarks) refused(t *testing.T, vhost string) []string {
 		var entry []string
 		flush := func() {
 			s := strings.Join(entry, " | ")
+			granted = granted || strings.Contains(s, "granted access to vhost '"+vhost+"'")
 			if strings.Contains(s, "vhost: '"+vhost+"'") && refusal.MatchString(s) {
 				found = append(found, filepath.Base(f)+": "+s)
 			}
@@ -306,6 +313,16 @@ func (m *logMarks) refused(t *testing.T, vhost string) []string {
 			entry = append(entry, strings.TrimSpace(l))
 		}
 		flush()
+	}
+	server := 0
+	for f := range m.files {
+		if grew[f] && !isBroker[f] && f != refLog {
+			server++
+		}
+	}
+	if !grew[refLog] || server == 0 || !granted {
+		t.Errorf("not the logs being written: the reference's %s grew %v, %d server log(s) grew, "+
+			"the broker logged a connection to vhost %s: %v", refLog, grew[refLog], server, vhost, granted)
 	}
 	return found
 }
