@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -126,8 +127,48 @@ func (c *Client) negotiatedPull(ctx context.Context, rtype string, filter Filter
 			return nil, err
 		}
 		c.Versions.Produced(rtype, ver, len(rs))
+		if rtype == TypePort && len(rs) > 0 {
+			c.probeRelated(rs[0])
+		}
 		return rs, nil
 	}
+}
+
+// probeRelated settles, off the caller's path, the versions of the types a port
+// names that are still unproven: the agent may never pull them (networks and subnets
+// usually reach the cache by push), and without a pull they would stay at the
+// baseline. One small bulk_pull per type, once a pull returned a port; the objects are
+// not kept (the agent pulls what it needs itself).
+func (c *Client) probeRelated(r Resource) {
+	p, ok := r.(*Port)
+	if !ok || !c.Versions.startProbe() {
+		return
+	}
+	probes := map[string]Filter{TypeNetwork: {"id": {p.NetworkID}}}
+	if len(p.FixedIPs) > 0 {
+		probes[TypeSubnet] = Filter{"id": {p.FixedIPs[0].SubnetID}}
+	}
+	if len(p.SecurityGroupIDs) > 0 {
+		probes[TypeSecurityGroup] = Filter{"id": {p.SecurityGroupIDs[0]}}
+		probes[TypeSecurityGroupRule] = Filter{"security_group_id": {p.SecurityGroupIDs[0]}}
+	}
+	go func() {
+		defer c.Versions.endProbe()
+		timeout := c.Timeout
+		if timeout <= 0 {
+			timeout = time.Minute
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		for rt, f := range probes {
+			if c.Versions.Confirmed(rt) {
+				continue
+			}
+			if _, err := c.BulkPull(ctx, rt, f); err != nil {
+				slog.Warn("neutron: version probe failed; the type stays at the version agreed so far", "type", rt, "err", err)
+			}
+		}
+	}()
 }
 
 func (c *Client) bulkPullAt(ctx context.Context, rtype, ver string, filter Filter) ([]Resource, error) {

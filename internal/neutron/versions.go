@@ -23,7 +23,8 @@ import (
 // ovs-agent therefore negotiates per type: pulls ask for the newest version it decodes
 // (VersionLadders); a refusal (InvalidTargetVersion) moves that type one version down
 // and the pull is repeated; a pull that returned at least one object at a version
-// proves the server produces it. What is reported (and subscribed, neutron-vo-<T>-<v>)
+// proves the server produces it (a pulled port also has the types it names probed
+// with one small pull each, Client.probeRelated). What is reported (and subscribed, neutron-vo-<T>-<v>)
 // is that proven version, and until one is proven the oldest of the ladder, the
 // version every supported server (Zed on) produces. Against a 2026.2 server the
 // result is the 2026.2 reference's map, against 2025.1 the 2025.1 one's, against Zed
@@ -117,6 +118,8 @@ type Negotiator struct {
 	gen      uint64                 // bumped when a reported version changes
 	onChange []func(rtype, version string)
 	log      *slog.Logger
+	probing  bool           // a probe of the types a port names is out (Client.probeRelated)
+	probeWG  sync.WaitGroup // the probe goroutine (tests wait for it)
 }
 
 // NewNegotiator starts every type of VersionLadders at its newest version, unproven.
@@ -137,7 +140,7 @@ func (n *Negotiator) Negotiates(rtype string) bool {
 	if n == nil {
 		return false
 	}
-	_, ok := n.types[rtype]
+	_, ok := n.probe[rtype] // probe's keys never change after NewNegotiator
 	return ok
 }
 
@@ -225,6 +228,31 @@ func (n *Negotiator) Reported() (map[string]string, uint64) {
 		out[t] = s.reported()
 	}
 	return out, n.gen
+}
+
+// startProbe reports whether a probe of the related types should start now: some
+// type is unproven and no probe is out. endProbe ends it.
+func (n *Negotiator) startProbe() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.probing {
+		return false
+	}
+	for _, s := range n.types {
+		if !s.confirmed {
+			n.probing = true
+			n.probeWG.Add(1)
+			return true
+		}
+	}
+	return false
+}
+
+func (n *Negotiator) endProbe() {
+	n.mu.Lock()
+	n.probing = false
+	n.mu.Unlock()
+	n.probeWG.Done()
 }
 
 // lockUnproven serialises the pulls of rtype while its version is unproven, so that
