@@ -80,6 +80,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	// topics follow what the server was seen producing (neutron/versions.go).
 	versions := neutron.NewNegotiator(log)
 	client.Versions = versions
+	versions.SetProber(client.ProbeVersions)
 	var srv *agent.NeutronServer
 	registerExtensionTypes(cfg.Agent.Extensions)
 	cache := neutron.NewCache(neutron.CacheOptions{OnEvent: func(ev neutron.Event) {

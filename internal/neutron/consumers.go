@@ -251,6 +251,11 @@ func (cfg ConsumerConfig) pushEndpoint(rtype string) Endpoint {
 				}
 			}
 			cfg.Cache.ApplyPush(p)
+			if p.EventType == EventUpdated {
+				for _, r := range p.Resources {
+					cfg.Versions.Saw(r)
+				}
+			}
 			return nil, nil
 		},
 	}}

@@ -134,6 +134,20 @@ func (c *Client) negotiatedPull(ctx context.Context, rtype string, filter Filter
 	}
 }
 
+// ProbeVersions pulls r back by id to settle the version of its type (Negotiator.Saw);
+// the object is not kept.
+func (c *Client) ProbeVersions(r Resource) {
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if _, err := c.BulkPull(ctx, r.ResourceType(), Filter{"id": {r.ResourceID()}}); err != nil {
+		slog.Warn("neutron: version probe failed; the type stays at the version agreed so far", "type", r.ResourceType(), "err", err)
+	}
+}
+
 // probeRelated settles, off the caller's path, the versions of the types a port
 // names that are still unproven: the agent may never pull them (networks and subnets
 // usually reach the cache by push), and without a pull they would stay at the

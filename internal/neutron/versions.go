@@ -24,7 +24,8 @@ import (
 // (VersionLadders); a refusal (InvalidTargetVersion) moves that type one version down
 // and the pull is repeated; a pull that returned at least one object at a version
 // proves the server produces it (a pulled port also has the types it names probed
-// with one small pull each, Client.probeRelated). What is reported (and subscribed, neutron-vo-<T>-<v>)
+// with one small pull each, Client.probeRelated; a pushed object of an unproven type is
+// pulled back once, Negotiator.Saw). What is reported (and subscribed, neutron-vo-<T>-<v>)
 // is that proven version, and until one is proven the oldest of the ladder, the
 // version every supported server (Zed on) produces. Against a 2026.2 server the
 // result is the 2026.2 reference's map, against 2025.1 the 2025.1 one's, against Zed
@@ -119,7 +120,9 @@ type Negotiator struct {
 	onChange []func(rtype, version string)
 	log      *slog.Logger
 	probing  bool           // a probe of the types a port names is out (Client.probeRelated)
-	probeWG  sync.WaitGroup // the probe goroutine (tests wait for it)
+	probeWG  sync.WaitGroup // the probe goroutines (tests wait for them)
+	prober   func(Resource) // pulls a pushed object to settle its type (SetProber)
+	sawBusy  bool           // a prober call is out
 }
 
 // NewNegotiator starts every type of VersionLadders at its newest version, unproven.
@@ -253,6 +256,41 @@ func (n *Negotiator) endProbe() {
 	n.probing = false
 	n.mu.Unlock()
 	n.probeWG.Done()
+}
+
+// SetProber sets the pull Saw uses (Client.ProbeVersions).
+func (n *Negotiator) SetProber(f func(Resource)) {
+	n.mu.Lock()
+	n.prober = f
+	n.mu.Unlock()
+}
+
+// Saw is told of every object the server pushed. An object of an unproven type is
+// pulled back once (the prober, on its own goroutine, one at a time): a host whose
+// objects all reach the cache by push would otherwise never pull, and never move off
+// the baseline.
+func (n *Negotiator) Saw(r Resource) {
+	if n == nil || !n.Negotiates(r.ResourceType()) || r.ResourceID() == "" {
+		return
+	}
+	n.mu.Lock()
+	f := n.prober
+	if f == nil || n.sawBusy || n.types[r.ResourceType()].confirmed {
+		n.mu.Unlock()
+		return
+	}
+	n.sawBusy = true
+	n.probeWG.Add(1)
+	n.mu.Unlock()
+	go func() {
+		defer n.probeWG.Done()
+		defer func() {
+			n.mu.Lock()
+			n.sawBusy = false
+			n.mu.Unlock()
+		}()
+		f(r)
+	}()
 }
 
 // lockUnproven serialises the pulls of rtype while its version is unproven, so that

@@ -438,3 +438,27 @@ func TestConsumersFollowAgreedVersion(t *testing.T) {
 		}
 	}
 }
+
+// A pushed object of an unproven type is pulled back once, which settles its version
+// (and, for a port, the types it names).
+func TestPushedObjectSettlesVersion(t *testing.T) {
+	c := loadRelease(t, "2026.2")
+	rpc := releaseServer(c)
+	cl := NewClient(rpc, "h")
+	cl.Versions = NewNegotiator(nil)
+	cl.Versions.SetProber(cl.ProbeVersions)
+	cfg := ConsumerConfig{Cache: NewCache(CacheOptions{}), Versions: cl.Versions}
+	srv := &recordServer{}
+	if err := cfg.Serve(srv); err != nil {
+		t.Fatal(err)
+	}
+	push := `{"event_type": "updated", "resource_list": [` + string(c.BulkPull[TypePort]["1.7"].Result[0]) + `]}`
+	if _, err := cfg.pushEndpoint(TypePort).Methods["push"](context.Background(), &Request{Method: "push", Args: json.RawMessage(push)}); err != nil {
+		t.Fatal(err)
+	}
+	cl.Versions.probeWG.Wait()
+	got, _ := cl.Versions.Reported()
+	if !maps.Equal(got, c.Ref) {
+		t.Errorf("after one pushed port: %v\nwant %v", got, c.Ref)
+	}
+}
