@@ -207,20 +207,24 @@ func (cfg ConsumerConfig) Serve(srv Server) error {
 		// Registered before the first subscriptions, so no change falls between them.
 		// The topic of the version reported before stays served: the server pushes it
 		// until it has the new report, and other agents may still report it.
+		// The new topic is served before the pull that proved the version returns:
+		// the server always pushes at its own version, and an API process may push
+		// only there for up to a minute after the report (its version set is re-read
+		// from the database every 60 s; the report's fanout reaches RPC workers only),
+		// so the objects that pull brought must not change unseen meanwhile. Serve
+		// does not wait for a broker that is down.
 		cfg.Versions.OnChange(func(rtype, version string) {
 			if !slices.Contains(CachedTypes, rtype) {
 				return
 			}
-			go func() {
-				topic := PushTopicAt(rtype, version)
-				if err := serve(topic, cfg.pushEndpoint(rtype)); err != nil {
-					slog.Error("neutron: push topic of the agreed version not consumed; the version stays unreported", "topic", topic, "err", err)
-					return
-				}
-				if cfg.OnVersions != nil {
-					cfg.OnVersions()
-				}
-			}()
+			topic := PushTopicAt(rtype, version)
+			if err := serve(topic, cfg.pushEndpoint(rtype)); err != nil {
+				slog.Error("neutron: push topic of the agreed version not consumed; the version stays unreported", "topic", topic, "err", err)
+				return
+			}
+			if cfg.OnVersions != nil {
+				go cfg.OnVersions()
+			}
 		})
 	}
 	for _, s := range cfg.Subscriptions() {
