@@ -77,6 +77,11 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	rpc := neutron.Oslo{T: tr}
 	client := neutron.NewClient(rpc, cfg.Default.Host)
 	client.DeviceListStep = cfg.DeviceListChunk()
+	// OVO versions per server: pulls ask for the newest, report_state and the push
+	// topics follow what the server was seen producing (neutron/versions.go).
+	versions := neutron.NewNegotiator(log)
+	client.Versions = versions
+	versions.SetProber(client.ProbeVersions)
 	var srv *agent.NeutronServer
 	registerExtensionTypes(cfg.Agent.Extensions)
 	cache := neutron.NewCache(neutron.CacheOptions{OnEvent: func(ev neutron.Event) {
@@ -99,7 +104,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	of.ConnectTimeout = cfg.OVS.OFConnectTimeout
 	defer of.Close()
 
-	reporter := &neutron.Reporter{Client: client, Interval: cfg.Agent.ReportInterval}
+	reporter := &neutron.Reporter{Client: client, Interval: cfg.Agent.ReportInterval, ResourceVersions: versions.Reported}
 	opt := agentOptions(cfg)
 	features, err := buildFeatures(featureDeps{Config: cfg, OVSDB: oc, Client: client, Server: rpc, Cache: cache, SecurityGroups: srv,
 		OpenFlow: of, Metrics: m, Log: log}, cfg.Agent.Extensions)
@@ -117,7 +122,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err := (neutron.ConsumerConfig{Host: cfg.Default.Host, Cache: cache, Handler: agent.NeutronHandler{A: ag},
 		// A push that does not decode is dropped by oslo (bad_args): one log line,
 		// counted in ovsagent_malformed_messages_total; no hook here, or it counts twice.
-		L2Population: cfg.Agent.L2Population}).Serve(rpc); err != nil {
+		L2Population: cfg.Agent.L2Population, Versions: versions, OnVersions: reporter.Kick}).Serve(rpc); err != nil {
 		return fmt.Errorf("consumers: %w", err)
 	}
 	// The server loads the ports already plugged while the OpenFlow
