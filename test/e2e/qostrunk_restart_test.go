@@ -461,15 +461,7 @@ func TestQoSTrunkTakeover(t *testing.T) {
 	}
 	old := hvCookies(t, e, ha)
 
-	pings := s.startPings(t)
-	meters := watchMeters(e.Ctx, ha, s.qvm.MAC)
-	watch := e.WatchStatus(s.qvm.Port, s.parent, s.subs[0], s.subs[1])
-	time.Sleep(time.Second)
 	r := runs[ha]
-	took, killed := r.ref.Stop(20 * time.Second)
-	t.Logf("hv-a: reference agent stopped after %s (SIGKILL: %v); flows by cookie %v", took.Round(time.Millisecond), killed, old)
-	time.Sleep(500 * time.Millisecond)
-	start := time.Now()
 	cfg := ha.AgentConfig()
 	cfg.MetricsListen = r.metrics
 	a, err := NewAgent(cfg)
@@ -477,6 +469,32 @@ func TestQoSTrunkTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.NeutronConf, a.AgentIni = refNeutronConf(), r.ini
+	// The dry run on the reference's host, with the same files: QoS meters and rows
+	// and a trunk bridge are adopted (the qos extension is on, the trunk handler
+	// too), not refused as state ovs-agent would not rebuild.
+	dry := func(when string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(e.Ctx, 60*time.Second)
+		defer cancel()
+		out, err := sh(ctx, "ip", "netns", "exec", ha.NS, "env", "OVS_RUNDIR="+ha.Dir, a.Bin, "takeover", "--dry-run",
+			"--config-file", a.NeutronConf, "--config-file", a.AgentIni)
+		m := dryRunSummary.FindAllString(out, -1)
+		if err != nil || len(m) == 0 {
+			t.Errorf("takeover --dry-run %s: %v\n%s", when, err, out)
+			return
+		}
+		t.Logf("takeover --dry-run %s: %s", when, m[len(m)-1])
+	}
+	dry("before the swap")
+
+	pings := s.startPings(t)
+	meters := watchMeters(e.Ctx, ha, s.qvm.MAC)
+	watch := e.WatchStatus(s.qvm.Port, s.parent, s.subs[0], s.subs[1])
+	time.Sleep(time.Second)
+	took, killed := r.ref.Stop(20 * time.Second)
+	t.Logf("hv-a: reference agent stopped after %s (SIGKILL: %v); flows by cookie %v", took.Round(time.Millisecond), killed, old)
+	time.Sleep(500 * time.Millisecond)
+	start := time.Now()
 	if err := a.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -563,6 +581,7 @@ func TestQoSTrunkTakeover(t *testing.T) {
 			}
 		}
 	}
+	dry("after the swap")
 	s.checkQoS(t, e, "after the takeover", 5721)
 	for i, p := range s.peers {
 		if st, err := s.tvm.Ping(e.Ctx, p.IP, 3); err != nil || st.Lost() > 0 {
