@@ -54,6 +54,13 @@ func TestRuntimeKeepsHeldMeters(t *testing.T) {
 		t.Fatal("the pull error of B is not returned")
 	}
 	has("p1 planned, p3's policy pending", 1, 2, 3)
+	// ... and so does its meter flow: the agent's sweep, in the same batch, would
+	// otherwise delete the flow the earlier run (or the reference) installed
+	fs, errs := rt.M.Flows([]string{"qos:p3"})
+	if got := render(fs["qos:p3"]); len(errs) != 0 || len(got) != 1 ||
+		got[0] != "table=59, priority=100,in_port=9,dl_src=fa:16:3e:11:22:33 actions=meter:3,goto_table:60" {
+		t.Errorf("flows of p3 while its policy is pulled: %q %v", got, errs)
+	}
 	if slices.Contains(sw.calls, "meter add 1") || slices.Contains(sw.calls, "meter delete 1") {
 		t.Errorf("p1's meter replaced: %v", sw.calls)
 	}
@@ -78,5 +85,8 @@ func TestRuntimeKeepsHeldMeters(t *testing.T) {
 	}
 	if _, ok := sw.meters[3]; ok || len(sw.meters) != 1 {
 		t.Errorf("meters %v, want p1's only", sw.meters)
+	}
+	if fs, _ := rt.M.Flows([]string{"qos:p3"}); len(fs["qos:p3"]) != 0 {
+		t.Errorf("p3 planned without a limit keeps flows: %q", render(fs["qos:p3"]))
 	}
 }

@@ -55,6 +55,11 @@ func NewManager(opts Options, maxMeter uint32, held map[string]uint32) *Manager 
 
 // meterKeyPort is the port id of a meter key (MeterKey's inverse).
 func meterKeyPort(key string) (string, bool) {
+	_, port, _, ok := parseMeterKey(key)
+	return port, ok
+}
+
+func parseMeterKey(key string) (kind, port, dir string, ok bool) {
 	for _, kind := range []string{KindBPS, KindPPS} {
 		rest, ok := strings.CutPrefix(key, kind+"_")
 		if !ok {
@@ -62,11 +67,28 @@ func meterKeyPort(key string) (string, bool) {
 		}
 		for _, dir := range []string{neutron.DirectionEgress, neutron.DirectionIngress} {
 			if port, ok := strings.CutSuffix(rest, "_"+dir); ok && port != "" {
-				return port, true
+				return kind, port, dir, true
 			}
 		}
 	}
-	return "", false
+	return "", "", "", false
+}
+
+// heldPlan is the plan a port not planned yet keeps from the host: the meters
+// its held keys name (kind and direction are in the key; the meter itself is
+// kept as found, Keep), so that its flows stay while its policy is pulled. The
+// DSCP mark and the queues cannot be known without the policy.
+func (m *Manager) heldPlan(portID string) (Plan, bool) {
+	plan := Plan{DSCP: -1}
+	for _, k := range sortedKeys(m.unclaimed) {
+		if m.unclaimed[k] != portID {
+			continue
+		}
+		if kind, _, dir, ok := parseMeterKey(k); ok {
+			plan.Meters = append(plan.Meters, MeterSpec{Key: k, Kind: kind, Direction: dir})
+		}
+	}
+	return plan, len(plan.Meters) > 0
 }
 
 // Keep are the meter ids found on the host whose port has no plan yet: the port's
@@ -263,6 +285,9 @@ func (m *Manager) Flows(owners []string) (map[string][]of.Flow, map[string]error
 		}
 		p, ok := m.ports[id]
 		plan, planned := m.plans[id]
+		if ok && !planned {
+			plan, planned = m.heldPlan(id)
+		}
 		if !ok || !planned {
 			out[o] = nil
 			continue
