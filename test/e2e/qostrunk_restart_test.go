@@ -465,11 +465,6 @@ func TestQoSTrunkTakeover(t *testing.T) {
 	if len(ref.Meters) != 1 || len(ref.MeterFlows) != 1 {
 		t.Fatalf("the reference should limit with one meter and its flow: %s", ref)
 	}
-	refFlows, err := ha.Flows(e.Ctx, "br-int")
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := hvCookies(t, e, ha)
 
 	r := runs[ha]
 	cfg := ha.AgentConfig()
@@ -501,6 +496,12 @@ func TestQoSTrunkTakeover(t *testing.T) {
 	meters := watchMeters(e.Ctx, ha, s.qvm.MAC)
 	watch := e.WatchStatus(s.qvm.Port, s.parent, s.subs[0], s.subs[1])
 	time.Sleep(time.Second)
+	// the reference's flows as it leaves them
+	refFlows, err := ha.Flows(e.Ctx, "br-int")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := hvCookies(t, e, ha)
 	took, killed := r.ref.Stop(20 * time.Second)
 	t.Logf("hv-a: reference agent stopped after %s (SIGKILL: %v); flows by cookie %v", took.Round(time.Millisecond), killed, old)
 	time.Sleep(500 * time.Millisecond)
@@ -574,10 +575,12 @@ func TestQoSTrunkTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	onlyRef, onlyOurs := thDiffLines(refFlows.Normalized(), d.Normalized())
-	// The reference can miss a remote-group member it learned while refreshing its
-	// firewall (seen: the trunk parent's address, bound last, absent from the other
-	// networks' conjunction flows 10 s after its last refresh, in one run of two):
-	// such flows of ours, for a port of this scene, are logged, not failed.
+	// The 2026.2 reference can miss remote-group members: in 2 of 3 runs the addresses
+	// of the trunk parent and of a subport (bound last) were absent from the limited
+	// VM's network's conjunction flows, which it had refreshed after their member
+	// updates, still when it was stopped 20 s later. Ours have them (every port of the
+	// group is a member). Such flows of ours, for a port of this scene, are logged,
+	// not failed; any other difference fails.
 	var lag []string
 	onlyOurs = slices.DeleteFunc(onlyOurs, func(l string) bool {
 		if !strings.Contains(l, "actions=conjunction(") || !(strings.HasPrefix(l, "table=72 ") || strings.HasPrefix(l, "table=82 ")) {
@@ -592,7 +595,7 @@ func TestQoSTrunkTakeover(t *testing.T) {
 		return false
 	})
 	if len(lag) > 0 {
-		t.Logf("hv-a br-int: remote-group member flows of ours the reference had not installed (its lag, not a takeover change):\n%s", strings.Join(lag, "\n"))
+		t.Logf("hv-a br-int: remote-group member flows of ours the reference lacked when it stopped (its miss, not a takeover change):\n%s", strings.Join(lag, "\n"))
 	}
 	if len(onlyRef)+len(onlyOurs) > 0 {
 		t.Errorf("hv-a br-int: flows differ from the reference's\nonly the reference's:\n%s\nonly ours:\n%s", strings.Join(onlyRef, "\n"), strings.Join(onlyOurs, "\n"))
