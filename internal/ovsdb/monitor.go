@@ -45,6 +45,8 @@ type VMPort struct {
 	Tag         int               // Port tag or NoTag
 	OtherConfig map[string]string // Port other_config
 	ExternalIDs map[string]string // Interface external_ids, all keys
+	// IfaceOtherConfig is the Interface's other_config (tx-steering hint).
+	IfaceOtherConfig map[string]string
 	// IfaceUUID identifies the Interface row: a port deleted and plugged again
 	// under the same name (ofport reused) has a new one.
 	IfaceUUID string
@@ -53,13 +55,15 @@ type VMPort struct {
 func (p VMPort) clone() VMPort {
 	p.OtherConfig = cloneMap(p.OtherConfig)
 	p.ExternalIDs = cloneMap(p.ExternalIDs)
+	p.IfaceOtherConfig = cloneMap(p.IfaceOtherConfig)
 	return p
 }
 
 func (p VMPort) equal(q VMPort) bool {
 	return p.Name == q.Name && p.IfaceUUID == q.IfaceUUID && p.IfaceID == q.IfaceID && p.AttachedMAC == q.AttachedMAC &&
 		p.IfaceStatus == q.IfaceStatus && p.VMUUID == q.VMUUID && p.Ofport == q.Ofport &&
-		p.Tag == q.Tag && mapsEqual(p.OtherConfig, q.OtherConfig) && mapsEqual(p.ExternalIDs, q.ExternalIDs)
+		p.Tag == q.Tag && mapsEqual(p.OtherConfig, q.OtherConfig) && mapsEqual(p.ExternalIDs, q.ExternalIDs) &&
+		mapsEqual(p.IfaceOtherConfig, q.IfaceOtherConfig)
 }
 
 // PortEvent is one change. For PortUpdated, Old is the previous state; for
@@ -275,9 +279,10 @@ func (c *Client) vmPorts(ctx context.Context, bridge string, sync bool) (map[str
 			Ofport:      ofport,
 			Tag:         NoTag,
 			// The cache's maps, read-only: cloned only when handed out.
-			OtherConfig: p.OtherConfig,
-			ExternalIDs: ids,
-			IfaceUUID:   ifc.UUID,
+			OtherConfig:      p.OtherConfig,
+			ExternalIDs:      ids,
+			IfaceOtherConfig: ifc.OtherConfig,
+			IfaceUUID:        ifc.UUID,
 		}
 		if vm.VMUUID == "" {
 			vm.VMUUID = ids["vm-id"]

@@ -125,11 +125,13 @@ func TestPortMonitorLifecycle(t *testing.T) {
 	}
 	seg := 892
 	if _, _, err := c.SetPortBindings(ctx, []PortBinding{{Name: vm, Tag: 3,
-		OtherConfig: BindingOtherConfig("net", "vxlan", "", &seg, 3)}}); err != nil {
+		OtherConfig:      BindingOtherConfig("net", "vxlan", "", &seg, 3),
+		IfaceOtherConfig: map[string]string{"tx-steering": "hash"}}}); err != nil {
 		t.Fatal(err)
 	}
 	got = l.until(is(PortUpdated, vm))
-	if len(got) != 1 || got[0].Port.Tag != 3 || got[0].Port.OtherConfig["segmentation_id"] != "892" {
+	if len(got) != 1 || got[0].Port.Tag != 3 || got[0].Port.OtherConfig["segmentation_id"] != "892" ||
+		got[0].Port.IfaceOtherConfig["tx-steering"] != "hash" {
 		t.Fatalf("bind: %+v", got)
 	}
 

@@ -362,6 +362,49 @@ func TestSetPortBindings100(t *testing.T) {
 	}
 }
 
+// TestSetPortBindingsInterfaceOtherConfig: the port hints' Interface
+// other_config replaces the whole column (the reference's set_db_attribute),
+// an empty one clears it (clear_db_attribute), nil leaves it alone, and a
+// repeat writes nothing.
+func TestSetPortBindingsInterfaceOtherConfig(t *testing.T) {
+	o := ovstest.Start(t)
+	c := dial(t, o)
+	ctx := testCtx(t)
+	p := uniq(t)
+	br := p + "-int"
+	if _, err := c.EnsureBridges(ctx, BridgeSpec{Name: br, DatapathType: DatapathNetdev}); err != nil {
+		t.Fatal(err)
+	}
+	names := addPatchPorts(t, c, br, "h"+p[3:]+"-", 3)
+	for _, n := range names {
+		vsctl(t, o, "set", "Interface", n, "other_config:foreign=yes", "other_config:tx-steering=thread")
+	}
+	want := []PortBinding{
+		{Name: names[0], Tag: 5, IfaceOtherConfig: map[string]string{"tx-steering": "hash"}},
+		{Name: names[1], Tag: 5, IfaceOtherConfig: map[string]string{}},
+		{Name: names[2], Tag: 5},
+	}
+	if written, _, err := c.SetPortBindings(ctx, want); err != nil || written != 3 {
+		t.Fatalf("SetPortBindings: written %d, %v", written, err)
+	}
+	for i, w := range []string{"{tx-steering=hash}", "{}", "{foreign=yes, tx-steering=thread}"} {
+		if got := vsctl(t, o, "get", "Interface", names[i], "other_config"); got != w {
+			t.Errorf("Interface %d other_config %q, want %q", i, got, w)
+		}
+	}
+	// The tag is in place: only the Interface differs now.
+	want[0].IfaceOtherConfig = map[string]string{"tx-steering": "thread"}
+	if written, _, err := c.SetPortBindings(ctx, want); err != nil || written != 1 {
+		t.Fatalf("hint changed: written %d, %v; want 1", written, err)
+	}
+	if got := vsctl(t, o, "get", "Interface", names[0], "other_config"); got != "{tx-steering=thread}" {
+		t.Fatalf("changed hint: %q", got)
+	}
+	if written, _, err := c.SetPortBindings(ctx, want); err != nil || written != 0 {
+		t.Fatalf("repeat wrote %d ports, %v; want 0", written, err)
+	}
+}
+
 // waitFor polls cond on cache reads, which lag server writes by one update
 // message; the deadline only guards against a hang.
 func waitFor(t testing.TB, cond func() bool) {

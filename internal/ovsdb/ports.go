@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ovsagent/ovsagent/internal/ovsdb/vswitchd"
 	"github.com/ovsagent/ovsagent/internal/ovsdb/wire"
 )
 
@@ -357,6 +358,10 @@ type PortBinding struct {
 	// OtherConfig pairs to set (net_uuid, network_type, physical_network,
 	// segmentation_id, tag; all strings); other keys are kept.
 	OtherConfig map[string]string
+	// IfaceOtherConfig, when not nil, is the whole other_config the port's
+	// Interface (same name) must have, replacing every key: the reference's
+	// port hints set_db_attribute / clear_db_attribute (empty: cleared).
+	IfaceOtherConfig map[string]string
 }
 
 // BindingOtherConfig builds the reference's Port other_config for a bound
@@ -377,8 +382,9 @@ func BindingOtherConfig(netUUID, networkType, physicalNetwork string, segmentati
 	return m
 }
 
-// SetPortBindings writes tag (+ vlan_mode/trunks cleared) and other_config on
-// many ports in one transaction. Ports already in that state are skipped, so
+// SetPortBindings writes tag (+ vlan_mode/trunks cleared), other_config and
+// the Interface's other_config (IfaceOtherConfig) on many ports in one
+// transaction. Ports already in that state are skipped, so
 // a repeat sends nothing; written counts the ports written. Names that are not
 // in the database are returned in missing and otherwise ignored (the port
 // vanished; its removal event follows).
@@ -414,8 +420,14 @@ func (c *Client) SetPortBindings(ctx context.Context, bindings []PortBinding) (w
 			// synced by readView, and nobody else writes these keys.
 			row["other_config"] = wire.Map(merged)
 		}
+		ifaceOp := ifaceOtherConfigOp(v, p, b)
 		if len(row) > 0 {
 			ops = append(ops, updateOp("Port", where, row))
+		}
+		if ifaceOp != nil {
+			ops = append(ops, *ifaceOp)
+		}
+		if len(row) > 0 || ifaceOp != nil {
 			written++
 		}
 	}
@@ -423,6 +435,26 @@ func (c *Client) SetPortBindings(ctx context.Context, bindings []PortBinding) (w
 		return 0, missing, err
 	}
 	return written, missing, nil
+}
+
+// ifaceOtherConfigOp is the Interface other_config write binding b needs on
+// port p, nil when none (not asked for, or already so).
+func ifaceOtherConfigOp(v *view, p *vswitchd.Port, b PortBinding) *wire.Operation {
+	if b.IfaceOtherConfig == nil {
+		return nil
+	}
+	for _, id := range p.Interfaces {
+		ifc := v.ifaces[id]
+		if ifc == nil || ifc.Name != b.Name {
+			continue
+		}
+		if mapsEqual(ifc.OtherConfig, b.IfaceOtherConfig) {
+			return nil
+		}
+		op := updateOp("Interface", byUUID(ifc.UUID), wire.Row{"other_config": wire.Map(b.IfaceOtherConfig)})
+		return &op
+	}
+	return nil
 }
 
 // mergedMap returns cur with want's pairs set, and whether that differs from cur.

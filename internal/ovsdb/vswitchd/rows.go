@@ -29,7 +29,7 @@ var Columns = map[string][]string{
 	OpenvSwitchTable: {"bridges", "cur_cfg", "next_cfg", "datapath_types", "iface_types", "ovs_version", "external_ids", "other_config"},
 	BridgeTable:      {"name", "ports", "datapath_type", "fail_mode", "protocols", "other_config", "external_ids", "controller", "mcast_snooping_enable", "datapath_id"},
 	PortTable:        {"name", "interfaces", "tag", "vlan_mode", "trunks", "other_config", "external_ids"},
-	InterfaceTable:   {"name", "type", "ofport", "options", "external_ids", "error"},
+	InterfaceTable:   {"name", "type", "ofport", "options", "external_ids", "error", "other_config"},
 	ControllerTable:  {"target", "inactivity_probe", "connection_mode"},
 }
 
@@ -156,6 +156,8 @@ type Interface struct {
 	Options     map[string]string
 	ExternalIDs map[string]string
 	Error       *string
+	// OtherConfig carries a bound port's tx-steering port hint (porthints).
+	OtherConfig map[string]string
 }
 
 // SetColumn decodes one monitored column.
@@ -174,6 +176,8 @@ func (r *Interface) SetColumn(col string, v json.RawMessage) error {
 		r.ExternalIDs, err = wire.StringMap(v)
 	case "error":
 		r.Error, err = wire.OptString(v)
+	case "other_config":
+		r.OtherConfig, err = wire.StringMap(v)
 	}
 	return columnErr(InterfaceTable, col, err)
 }
