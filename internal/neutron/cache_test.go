@@ -491,3 +491,51 @@ func TestCacheUnsatisfyPullsAgain(t *testing.T) {
 		t.Fatal("Unsatisfy dropped a cached resource")
 	}
 }
+
+// The 2026.2 server's get_device_details carries 'hints': port_obj.hints.hints
+// (None without hints); ComputeDeviceDetails must pass them on for the agent
+// to apply (porthints).
+func TestDeviceDetailsCarryHints(t *testing.T) {
+	c := loadCapture(t, "neutron-vo-Port-1.7_fanout__push__updated.json")
+	var bound *Port
+	for _, ex := range append(c.Examples, c.DeliverExample...) {
+		p, err := DecodePush(ex.Decoded.Args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range p.Resources {
+			if port := r.(*Port); port.Segment() != nil {
+				bound = port
+			}
+		}
+	}
+	if bound == nil {
+		t.Fatal("no bound port pushed in the capture")
+	}
+	hinted := *bound
+	h := MiscDictOf(map[string]any{"openvswitch": map[string]any{"other_config": map[string]any{"tx-steering": "hash"}}})
+	hinted.Hints = &h
+	for _, tc := range []struct {
+		port *Port
+		want string
+	}{
+		{bound, `null`},
+		{&hinted, `{"openvswitch":{"other_config":{"tx-steering":"hash"}}}`},
+	} {
+		d, err := ComputeDeviceDetails(tc.port.ID, tc.port, nil, "hv1")
+		if err != nil || !d.Bound {
+			t.Fatalf("%+v %v", d, err)
+		}
+		b, _ := json.Marshal(d)
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := m["hints"]; !ok || string(got) != tc.want {
+			t.Errorf("details hints = %s (present %v), want %s", got, ok, tc.want)
+		}
+		if tc.port.Hints != nil && d.Hints.Get("openvswitch") == nil {
+			t.Errorf("DeviceDetails.Hints %v lost the openvswitch key", d.Hints.Map())
+		}
+	}
+}

@@ -49,6 +49,9 @@ type DeviceDetails struct {
 	VNICType            string
 	SecurityGroups      []string
 	MigratingTo         string
+	// Hints is the port's PortHints dict (Port 1.8+, the port_hints ml2
+	// extension); unset when the port has none or the server predates it.
+	Hints MiscDict
 
 	// Beyond the reference dict, for the agent's convenience.
 	Port    *Port    `json:"-"`
@@ -114,6 +117,7 @@ func (d DeviceDetails) MarshalJSON() ([]byte, error) {
 		"vnic_type":             d.VNICType,
 		"security_groups":       sgs,
 		"migrating_to":          nullable(d.MigratingTo),
+		"hints":                 d.Hints,
 	})
 }
 
@@ -184,6 +188,9 @@ func ComputeDeviceDetails(device string, p *Port, network *Network, host string)
 	d.VNICType = binding.VNICType
 	d.SecurityGroups = append([]string(nil), p.SecurityGroupIDs...)
 	d.MigratingTo = migrating
+	if p.Hints != nil {
+		d.Hints = *p.Hints
+	}
 	d.Port = p
 	if network != nil {
 		d.Network = network
