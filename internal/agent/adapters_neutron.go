@@ -283,6 +283,7 @@ func deviceOf(d neutron.DeviceDetails) Device {
 	out.NetworkID, out.MAC, out.AdminStateUp, out.Status = d.NetworkID, d.MACAddress, d.AdminStateUp, d.Status
 	out.NetworkType, out.SegmentationID, out.PhysicalNetwork = d.NetworkType, d.SegmentationID, d.PhysicalNetwork
 	out.DeviceOwner, out.PortSecurity, out.SecurityGroups, out.MTU = d.DeviceOwner, d.PortSecurityEnabled, d.SecurityGroups, d.MTU
+	out.Hints = d.Hints.Map()
 	for _, ip := range d.FixedIPs {
 		out.FixedIPs = append(out.FixedIPs, FixedIP{SubnetID: ip.SubnetID, IP: ip.IPAddress})
 	}

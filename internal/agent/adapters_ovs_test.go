@@ -197,3 +197,42 @@ func hexU64(v uint64) string {
 	}
 	return string(b[:])
 }
+
+// TestRealOVSPortHints: the port hints reach the Interface row of a private
+// OVS through the real OVSDB adapter, on bind (a foreign key the VIF was
+// plugged with goes, as the reference replaces the column), on a port update
+// that changes them, and are cleared when the hints go.
+func TestRealOVSPortHints(t *testing.T) {
+	o := ovstest.Start(t)
+	if err := o.AddBridge("br-phys"); err != nil {
+		t.Fatal(err)
+	}
+	srv := newFakeServer()
+	srv.addPort("p1", "net-a", "vxlan", 100, "fa:16:3e:00:00:01")
+	srv.update("p1", func(d *Device) { d.Hints = txHints(map[string]any{"tx-steering": "hash"}) })
+	h, _ := runRealAgent(t, o, srv)
+	if _, err := o.Vsctl("add-port", "br-int", "tapp1", "--", "set", "Interface", "tapp1", "type=internal",
+		"external_ids:iface-id=p1", "external_ids:attached-mac=fa:16:3e:00:00:01", "other_config:foreign=yes"); err != nil {
+		t.Fatal(err)
+	}
+	ifaceOC := func() string {
+		out, err := o.Vsctl("get", "Interface", "tapp1", "other_config")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(out)
+	}
+	h.waitFor("p1 ACTIVE and in sync", func() bool { return srv.status("p1") == "ACTIVE" && h.inSync() })
+	if got := ifaceOC(); got != "{tx-steering=hash}" {
+		t.Fatalf("after bind Interface other_config %s, want {tx-steering=hash}", got)
+	}
+	srv.update("p1", func(d *Device) { d.Hints = txHints(map[string]any{"tx-steering": "thread"}) })
+	h.a.Notify(PortChanged{PortID: "p1"})
+	h.waitFor("tx-steering=thread", func() bool { return ifaceOC() == "{tx-steering=thread}" })
+	srv.update("p1", func(d *Device) { d.Hints = nil })
+	h.a.Notify(PortChanged{PortID: "p1"})
+	h.waitFor("other_config cleared", func() bool { return ifaceOC() == "{}" })
+	if tag, _ := o.Vsctl("get", "Port", "tapp1", "tag"); strings.TrimSpace(tag) != "1" {
+		t.Errorf("tag %q after hint updates, want 1", tag)
+	}
+}

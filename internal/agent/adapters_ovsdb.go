@@ -51,7 +51,7 @@ func NewOVSDBSwitch(ctx context.Context, c *ovsdb.Client, cfg SwitchConfig, log 
 
 func vifOf(p ovsdb.VMPort) VIF {
 	return VIF{PortID: p.IfaceID, Name: p.Name, MAC: p.AttachedMAC, OFPort: int32(p.Ofport), Tag: p.Tag,
-		OtherConfig: maps.Clone(p.OtherConfig), UUID: p.IfaceUUID}
+		OtherConfig: maps.Clone(p.OtherConfig), IfaceOtherConfig: maps.Clone(p.IfaceOtherConfig), UUID: p.IfaceUUID}
 }
 
 // pump turns the monitor's batches into PortEvents: everything delivered
@@ -272,7 +272,8 @@ func (s *OVSDBSwitch) SetupBridges(ctx context.Context) (BridgeLayout, error) {
 func (s *OVSDBSwitch) SetPorts(ctx context.Context, ports []PortSetting) error {
 	bs := make([]ovsdb.PortBinding, 0, len(ports))
 	for _, p := range ports {
-		bs = append(bs, ovsdb.PortBinding{Name: p.Name, Tag: int(p.Tag), OtherConfig: p.OtherConfig})
+		bs = append(bs, ovsdb.PortBinding{Name: p.Name, Tag: int(p.Tag), OtherConfig: p.OtherConfig,
+			IfaceOtherConfig: p.IfaceOtherConfig})
 	}
 	_, missing, err := s.c.SetPortBindings(ctx, bs)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"net/netip"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/ovsagent/ovsagent/internal/firewall"
 	"github.com/ovsagent/ovsagent/internal/pipeline"
+	"github.com/ovsagent/ovsagent/internal/porthints"
 )
 
 // batch applies everything the drained events asked for, in the order the
@@ -487,7 +489,11 @@ func (a *Agent) wirePort(p *portRec) (PortSetting, bool) {
 	if w == wiredUp && a.heldDead(p.id) {
 		tag = DeadVLAN // fail closed until its flows are in (heldDead)
 	}
-	p.tagOK = p.vif.Tag == int(tag) && ocHas(p.vif.OtherConfig, oc)
+	var iface map[string]string // nil: not written (the reference applies hints on bind only)
+	if w == wiredUp {
+		iface = a.portHints(p, d)
+	}
+	p.tagOK = p.vif.Tag == int(tag) && ocHas(p.vif.OtherConfig, oc) && (iface == nil || maps.Equal(p.vif.IfaceOtherConfig, iface))
 
 	// Pipeline state (the features' is theirs: portWired below).
 	a.touch(pipeline.OwnerPort(p.id))
@@ -535,7 +541,18 @@ func (a *Agent) wirePort(p *portRec) (PortSetting, bool) {
 	if p.tagOK {
 		return PortSetting{}, false
 	}
-	return PortSetting{Name: p.vif.Name, Tag: tag, OtherConfig: oc}, true
+	return PortSetting{Name: p.vif.Name, Tag: tag, OtherConfig: oc, IfaceOtherConfig: iface}, true
+}
+
+// portHints is the Interface other_config a bound port's hints ask for
+// (porthints), with the reference's WARNING, logged on each bind as it does.
+func (a *Agent) portHints(p *portRec, d *Device) map[string]string {
+	dec := porthints.InterfaceOtherConfig(d.Hints)
+	if dec.Sanitized {
+		a.log.Warn("agent: got unexpected port hints other_config, using sanitized version",
+			"port", p.id, "hints", d.Hints, "sanitized", dec.OtherConfig)
+	}
+	return dec.OtherConfig
 }
 
 func bindingOtherConfig(d *Device, vlan uint16) map[string]string {
@@ -700,6 +717,9 @@ func (a *Agent) writePorts(ctx context.Context, settings []PortSetting) {
 		}
 		for k, v := range s.OtherConfig {
 			p.vif.OtherConfig[k] = v
+		}
+		if s.IfaceOtherConfig != nil {
+			p.vif.IfaceOtherConfig = maps.Clone(s.IfaceOtherConfig)
 		}
 	}
 	if err != nil {

@@ -75,6 +75,9 @@ func (s *fakeSwitch) SetPorts(_ context.Context, ps []PortSetting) error {
 			r.OtherConfig = map[string]string{}
 		}
 		maps.Copy(r.OtherConfig, p.OtherConfig)
+		if p.IfaceOtherConfig != nil {
+			r.IfaceOtherConfig = maps.Clone(p.IfaceOtherConfig)
+		}
 		s.writes++
 	}
 	return nil
@@ -126,10 +129,14 @@ func (s *fakeSwitch) TunnelPorts(context.Context) ([]TunnelPort, error) {
 func (s *fakeSwitch) PortEvents() <-chan PortEvent { return s.events }
 
 // plug adds a VIF row and emits its event (as the monitor would).
-func (s *fakeSwitch) plug(id, name, mac string) {
+func (s *fakeSwitch) plug(id, name, mac string) { s.plugWith(id, name, mac, nil) }
+
+// plugWith plugs a VIF whose Interface already has other_config ifaceOC.
+func (s *fakeSwitch) plugWith(id, name, mac string, ifaceOC map[string]string) {
 	s.mu.Lock()
 	s.nextOF++
-	v := &VIF{PortID: id, Name: name, MAC: mac, OFPort: s.nextOF, Tag: -1, UUID: "uuid-" + name + fmt.Sprint(s.nextOF)}
+	v := &VIF{PortID: id, Name: name, MAC: mac, OFPort: s.nextOF, Tag: -1, UUID: "uuid-" + name + fmt.Sprint(s.nextOF),
+		IfaceOtherConfig: maps.Clone(ifaceOC)}
 	s.rows[name] = v
 	cp := *v
 	s.mu.Unlock()
@@ -155,6 +162,17 @@ func (s *fakeSwitch) snapshot() {
 	}
 	s.mu.Unlock()
 	s.events <- PortEvent{Kind: PortSnapshot, Snapshot: vifs}
+}
+
+// ifaceOC is the Interface other_config of port name; ok is false while
+// the agent never wrote the column (nil: untouched, empty: cleared).
+func (s *fakeSwitch) ifaceOC(name string) (oc map[string]string, written bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.rows[name]; r != nil && r.IfaceOtherConfig != nil {
+		return maps.Clone(r.IfaceOtherConfig), true
+	}
+	return nil, false
 }
 
 func (s *fakeSwitch) tag(name string) int {

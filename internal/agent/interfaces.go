@@ -34,6 +34,8 @@ type VIF struct {
 	Tag int
 	// OtherConfig is the Port's other_config (net_uuid, segmentation_id, …).
 	OtherConfig map[string]string
+	// IfaceOtherConfig is the Interface's other_config (the port hints').
+	IfaceOtherConfig map[string]string
 	// UUID is the Interface row's identity; it changes when the VIF is
 	// unplugged and plugged again (the reference's "re_added").
 	UUID string
@@ -73,6 +75,9 @@ type PortSetting struct {
 	Name        string
 	Tag         uint16
 	OtherConfig map[string]string // merged into the Port's other_config
+	// IfaceOtherConfig, when not nil, replaces the Interface's other_config
+	// (the port hints' tx-steering; empty clears it).
+	IfaceOtherConfig map[string]string
 }
 
 // BridgeLayout is what SetupBridges built: the names and patch-port
@@ -212,6 +217,8 @@ type Device struct {
 	PortSecurity    bool
 	SecurityGroups  []string
 	MTU             int
+	// Hints is the port's port_hints dict (nil: none; porthints decides).
+	Hints map[string]any
 }
 
 // FixedIP is one of a port's addresses.
