@@ -362,3 +362,15 @@ func TestWarmFromEventCoalesced(t *testing.T) {
 		t.Errorf("asked for %d groups, want at most %d", pl.askedSGs, want)
 	}
 }
+
+// deviceOf passes the port's hints on (porthints decides on them).
+func TestDeviceOfCarriesHints(t *testing.T) {
+	hints := map[string]any{"openvswitch": map[string]any{"other_config": map[string]any{"tx-steering": "thread"}}}
+	d := deviceOf(neutron.DeviceDetails{Device: "p", Bound: true, Hints: neutron.MiscDictOf(hints)})
+	if got := fmt.Sprint(d.Hints); got != fmt.Sprint(hints) {
+		t.Errorf("Device.Hints = %s, want %s", got, fmt.Sprint(hints))
+	}
+	if d := deviceOf(neutron.DeviceDetails{Device: "p", Bound: true}); d.Hints != nil {
+		t.Errorf("no hints: Device.Hints = %v, want nil", d.Hints)
+	}
+}
