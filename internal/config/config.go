@@ -53,21 +53,27 @@ type DefaultOptions struct {
 
 // AgentOptions is [agent].
 type AgentOptions struct {
-	PollingInterval        time.Duration // 2 s
-	TunnelTypes            []string      // gre, vxlan, geneve
-	VXLANUDPPort           int           // 4789
-	L2Population           bool
-	ARPResponder           bool
-	DontFragment           bool // true
-	TunnelCsum             bool
-	DSCP                   int  // 0..63; 0 = unset
-	DSCPSet                bool // dscp was given
-	DSCPInherit            bool
-	ExplicitlyEgressDirect bool
-	DropFlowsOnStart       bool          // delete every flow of the bridges at start instead of adopting them
-	QuittingRPCTimeout     time.Duration // 10 s
-	ReportInterval         time.Duration // 30 s; 0 disables state reports
-	LogAgentHeartbeats     bool
+	PollingInterval time.Duration // 2 s
+	TunnelTypes     []string      // gre, vxlan, geneve
+	VXLANUDPPort    int           // 4789
+	L2Population    bool
+	ARPResponder    bool
+	// EnableDistributedRouting is DVR (internal/dvr, wired in
+	// cmd/ovs-agent/features.go). The option table refuses it at load until
+	// an end-to-end run shows DVR, so the parser does not read it yet (the
+	// table's rule: only honoured options are read); un-refusing is the
+	// table row plus p.boolean(agent, "enable_distributed_routing", ...).
+	EnableDistributedRouting bool
+	DontFragment             bool // true
+	TunnelCsum               bool
+	DSCP                     int  // 0..63; 0 = unset
+	DSCPSet                  bool // dscp was given
+	DSCPInherit              bool
+	ExplicitlyEgressDirect   bool
+	DropFlowsOnStart         bool          // delete every flow of the bridges at start instead of adopting them
+	QuittingRPCTimeout       time.Duration // 10 s
+	ReportInterval           time.Duration // 30 s; 0 disables state reports
+	LogAgentHeartbeats       bool
 	// Extensions are the [agent] extensions to run, in order ("qos" only:
 	// the option table refuses the others).
 	Extensions []string

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/neutron"
@@ -59,6 +60,9 @@ type Feature struct {
 	notify   func(any) // Host.Notify once attached (the RPC consumer runs on its own goroutine)
 
 	localMAC net.HardwareAddr
+	// inMode mirrors localMAC != nil for Configurations, which report_state
+	// calls from its own goroutine.
+	inMode   atomic.Bool
 	hostMACs []HostMAC // the last list or update, applied once localMAC is known
 	others   []net.HardwareAddr
 	ports    map[string]feature.Port
@@ -90,7 +94,7 @@ func (f *Feature) Attach(h feature.Host) {
 
 // InDistributedMode is the reference's in_distributed_mode: this host's DVR
 // MAC is known.
-func (f *Feature) InDistributedMode() bool { return f.localMAC != nil }
+func (f *Feature) InDistributedMode() bool { return f.inMode.Load() }
 
 // Configurations implements feature.Reporter: in_distributed_mode as the
 // reference's report_state (enable_distributed_routing is the agent's own key).
@@ -182,6 +186,7 @@ func (f *Feature) Sync(ctx context.Context) error {
 			f.localMAC = nil
 			return fmt.Errorf("dvr: get_dvr_mac_address_list: %w", err)
 		}
+		f.inMode.Store(true)
 		f.h.Log().Info("dvr: in distributed mode", "dvr_mac", m.String(), "other_hosts", len(f.others))
 		f.relist = false
 		f.touch()
