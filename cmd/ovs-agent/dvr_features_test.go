@@ -28,7 +28,6 @@ func dvrConfig(t *testing.T, on bool) *config.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// set here: the option table still refuses it at load (docs/dvr.md)
 	cfg.Agent.EnableDistributedRouting = on
 	return cfg
 }

@@ -50,8 +50,7 @@ type featureBuilder func(featureDeps) (feature.Feature, error)
 var alwaysFeatures = []featureBuilder{buildTrunk, buildDVR}
 
 // buildDVR is the reference's OVSDVRNeutronAgent: with [agent]
-// enable_distributed_routing (refused at load until shown end to end; see
-// docs/dvr.md), the DVR feature and its dvr_mac_address_update consumer. In the
+// enable_distributed_routing (docs/dvr.md), the DVR feature and its dvr_mac_address_update consumer. In the
 // dry-run subcommands it calls nothing.
 func buildDVR(d featureDeps) (feature.Feature, error) {
 	if d.Config == nil || !d.Config.Agent.EnableDistributedRouting {

@@ -292,8 +292,7 @@ func agentConfigurations(cfg *config.Config, sys ovsdb.SystemInfo, hypervisor st
 		// forced on with DVR and tunnels, as pipeline.Config.ARPResponderEnabled
 		ARPResponderEnabled: cfg.Agent.ARPResponder && cfg.Agent.L2Population ||
 			cfg.Agent.EnableDistributedRouting && len(cfg.Agent.TunnelTypes) > 0,
-		// refused at load while DVR is (internal/config options.go); in_distributed_mode
-		// is the dvr feature's (featureConfigurations)
+		// in_distributed_mode is the dvr feature's (featureConfigurations)
 		EnableDistributedRouting: cfg.Agent.EnableDistributedRouting,
 		LogAgentHeartbeats:       cfg.Agent.LogAgentHeartbeats,
 		// filled by featureConfigurations from the features built, so only a

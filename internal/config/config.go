@@ -59,10 +59,9 @@ type AgentOptions struct {
 	L2Population    bool
 	ARPResponder    bool
 	// EnableDistributedRouting is DVR (internal/dvr, wired in
-	// cmd/ovs-agent/features.go). The option table refuses it at load until
-	// an end-to-end run shows DVR, so the parser does not read it yet (the
-	// table's rule: only honoured options are read); un-refusing is the
-	// table row plus p.boolean(agent, "enable_distributed_routing", ...).
+	// cmd/ovs-agent/features.go; shown end to end by refenv/dvr_ovsagent.sh).
+	// A host the reference left with DVR flows is still refused at takeover
+	// (internal/agent/unrebuilt.go).
 	EnableDistributedRouting bool
 	DontFragment             bool // true
 	TunnelCsum               bool
