@@ -54,7 +54,7 @@ OURS=$!
 insync=""
 for _ in $(seq 1 1200); do
   if ip netns exec "$NS" curl -s "http://$METRICS/metrics" 2>/dev/null | grep -q '^ovsagent_in_sync 1'; then insync=$(ms $T1); break; fi
-  kill -0 "$OURS" 2>/dev/null || { tail -30 "$D/ovs-agent.log" "$D/ovs-agent.stdout"; log "FAIL: ovs-agent exited"; exit 1; }
+  kill -0 "$OURS" 2>/dev/null || { tail -30 "$D/ovs-agent.log" "$D/ovs-agent.stdout" 2>/dev/null || true; log "FAIL: ovs-agent exited"; exit 1; }
   sleep 0.05
 done
 log "ovs-agent pid $OURS on hv$HVN: in sync ${insync:-never} ms after start"
