@@ -64,10 +64,19 @@ log "ovs-agent's DVR flows on hv$HVN: br-int t1-4 $(grep -cE 'table=[1-4],' "$D/
 # firewall tables (70-99 on br-int, conj ids are numbered differently) and the learnt table-20 flows
 norm() { sed -E 's/^[[:space:]]+//; s/cookie=0x[0-9a-f]+, //; s/(duration|n_packets|n_bytes|idle_age|hard_age)=[^,]*, //g; s/^table=0, //' "$1" \
   | grep -vE '^(OFPST|NXST)|hard_timeout=|^table=(7[0-9]|8[0-9]|9[0-9]),' | sort; }
+# The reference's own defect (docs/dvr.md, defect 1): a removed router interface leaves its
+# br-int table-3 flow, output to a port that is gone; ovs-agent has none. Counted apart.
+ports=" $(ofctl show br-int | sed -nE 's/^ *([0-9]+)\(.*/\1/p' | tr '\n' ' ') "
 ndiff=0
 for b in br-int br-tun br-phys; do
-  n=$(comm -3 <(norm "$D/ref-flows-$b.txt") <(norm "$D/ours-flows-$b.txt") | tee "$D/diff-$b.txt" | wc -l)
-  log "$b: $n lines differ from the reference's (outside firewall tables and learnt flows; $D/diff-$b.txt)"; ndiff=$((ndiff + n))
+  comm -3 <(norm "$D/ref-flows-$b.txt") <(norm "$D/ours-flows-$b.txt") > "$D/diff-$b.txt"
+  stale=0; n=0
+  while IFS= read -r l; do
+    p=$(sed -nE 's/^table=3, priority=5,.*output:([0-9]+)$/\1/p' <<<"$l")
+    if [ "$b" = br-int ] && [ -n "$p" ] && [[ "$l" != $'\t'* ]] && [[ "$ports" != *" $p "* ]]; then stale=$((stale + 1)); else n=$((n + 1)); fi
+  done < "$D/diff-$b.txt"
+  log "$b: $n lines differ from the reference's (outside firewall tables and learnt flows; $D/diff-$b.txt), $stale stale reference table-3 flows to gone ports"
+  ndiff=$((ndiff + n))
 done
 agentrow() { curl -s "http://127.0.0.1:$REFENV_API_PORT/v2.0/agents?host=$REFENV_AGENT_HOST&binary=neutron-openvswitch-agent" -H 'X-Roles: admin' -H 'X-Project-Id: demo' \
   | jq -c '.agents[] | {alive, in_distributed_mode: .configurations.in_distributed_mode, enable_distributed_routing: .configurations.enable_distributed_routing, arp_responder_enabled: .configurations.arp_responder_enabled}' 2>&1 || true; }
