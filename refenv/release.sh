@@ -12,6 +12,9 @@
 # VARIANT=dvr is another such server: the router plugin, router_distributed = True (variant_vars);
 #   RELEASE=2026.2 VARIANT=dvr refenv/release.sh l3agent   the chroot's neutron-l3-agent (installed
 #                                            on first use) beside the reference agent, same host
+# `MESSAGING=quorum release.sh agent` runs the reference agent against that server with its
+# neutron.conf (its [oslo_messaging_rabbit]) as host refhv-<release>-quorum: a mixed broker with
+# ovs-agent configured alike (test/e2e TestMixedBrokerReference).
 # Idempotent: the chroot is made once (/var/lib/ovsagent-refenv/<release>, ~5 min, ~900 MB) and
 # marked ready; a later run with the server answering on its port changes nothing.
 # Daemons are started with setsid, their pids recorded in /run/refenv/<release>/; never by name.
@@ -525,7 +528,7 @@ release_ref_stop() {
   helpers=$(agent_helpers)
   # the reference ignores SIGTERM for more than 15 s
   stop_pid "$RHV/ovs-agent.pid" neutron-openvswitch-agent 20
-  for p in $helpers $(agent_helpers); do
+  for p in $(printf '%s\n' $helpers $(agent_helpers) | sort -u); do   # listed before and after: once each
     [ "$(readlink "/proc/$p/root" 2>/dev/null)" = "$REFENV_CHROOT" ] && { rlog "stopping privsep helper $p"; kill -TERM "$p" 2>/dev/null; }
   done
   return 0
@@ -568,8 +571,8 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   RELEASE=${RELEASE:-2026.2}
   case "${1:-env}" in
     env) release_vars
-         printf 'REFENV_RELEASE=%q\nREFENV_API_PORT=%q\nREFENV_VHOST=%q\nREFENV_TRANSPORT_URL=%q\nREFENV_DB=%q\nREFENV_CHROOT=%q\nREFENV_VERSION=%q\nREFENV_MESSAGING=%q\nREFENV_LOGS=%q\nREFENV_AGENT_HOST=%q\nREFENV_OVS_NS=%q\nREFENV_OVS_DIR=%q\nREFENV_VARIANT=%q\nREFENV_HV=%q\n' \
-           "$RELEASE" "$REFENV_API_PORT" "$REFENV_VHOST" "$REFENV_TRANSPORT_URL" "$REFENV_DB" "$REFENV_CHROOT" "$(release_version)" "$REFENV_MESSAGING" "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME-*.log" "$REFENV_AGENT_HOST" "$REFENV_OVS_NS" "$REFENV_OVS_DIR" "$REFENV_VARIANT" "$REFENV_HV" ;;
+         printf 'REFENV_RELEASE=%q\nREFENV_API_PORT=%q\nREFENV_VHOST=%q\nREFENV_TRANSPORT_URL=%q\nREFENV_DB=%q\nREFENV_CHROOT=%q\nREFENV_VERSION=%q\nREFENV_MESSAGING=%q\nREFENV_LOGS=%q\nREFENV_AGENT_HOST=%q\nREFENV_OVS_NS=%q\nREFENV_OVS_DIR=%q\nREFENV_VARIANT=%q\nREFENV_HV=%q\nREFENV_RUN=%q\nREFENV_AGENT_LOG=%q\n' \
+           "$RELEASE" "$REFENV_API_PORT" "$REFENV_VHOST" "$REFENV_TRANSPORT_URL" "$REFENV_DB" "$REFENV_CHROOT" "$(release_version)" "$REFENV_MESSAGING" "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME-*.log" "$REFENV_AGENT_HOST" "$REFENV_OVS_NS" "$REFENV_OVS_DIR" "$REFENV_VARIANT" "$REFENV_HV" "$RHV" "$REFENV_CHROOT/var/log/neutron/$REFENV_NAME$HVSFX-ovs-agent.log" ;;
     stop) release_stop ;;
     status) release_vars
             for n in server rpc-server periodic-workers api; do [ -s "$RRUN/$n.pid" ] && echo "$n pid $(cat "$RRUN/$n.pid") $(ralive "$RRUN/$n.pid" && echo alive || echo dead)"; done

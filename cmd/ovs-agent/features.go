@@ -9,16 +9,18 @@ import (
 	"github.com/ovsagent/ovsagent/internal/config"
 	"github.com/ovsagent/ovsagent/internal/dvr"
 	"github.com/ovsagent/ovsagent/internal/feature"
+	"github.com/ovsagent/ovsagent/internal/firewall"
 	"github.com/ovsagent/ovsagent/internal/metrics"
 	"github.com/ovsagent/ovsagent/internal/neutron"
 	"github.com/ovsagent/ovsagent/internal/ovsdb"
 	"github.com/ovsagent/ovsagent/internal/qos"
+	"github.com/ovsagent/ovsagent/internal/secgroup"
 	"github.com/ovsagent/ovsagent/internal/trunk"
 )
 
 // The one place the agent's features are built (internal/feature): the
-// pipeline and the firewall are the agent's own; everything else is built
-// here from the configuration and handed to agent.Deps.Features, to
+// pipeline is the agent's own; the OVS firewall (internal/secgroup) and
+// everything else are built here from the configuration and handed to agent.Deps.Features, to
 // agent.PlanTakeover (takeover --dry-run), agent.ExplainOffline (explain)
 // and agent.UnrebuiltState (the start and takeover refusals).
 
@@ -34,6 +36,10 @@ type featureDeps struct {
 	Client *neutron.Client
 	Server neutron.Server
 	Cache  *neutron.Cache
+	// SecurityGroups answers the firewall's security groups: the agent's
+	// NeutronServer, or in the dry-run subcommands the groups read
+	// beforehand (secgroup.Static).
+	SecurityGroups secgroup.Groups
 	// OpenFlow is one connection and reconciler per bridge (connected
 	// after the features are built, before the agent runs; nil when DryRun).
 	OpenFlow *agent.OFBridges
@@ -44,10 +50,34 @@ type featureDeps struct {
 
 type featureBuilder func(featureDeps) (feature.Feature, error)
 
-// alwaysFeatures run whatever [agent] extensions says (the reference always
-// runs its trunk handler, when [ovs] trunk_enabled), in this order. A builder
-// may return no feature (nil) when its own option turns it off.
-var alwaysFeatures = []featureBuilder{buildTrunk, buildDVR}
+// alwaysFeatures run whatever [agent] extensions says (the OVS firewall when
+// it is the firewall_driver; the reference always runs its trunk handler,
+// when [ovs] trunk_enabled), in this order. A builder may return no feature
+// (nil) when its own option turns it off.
+var alwaysFeatures = []featureBuilder{buildFirewall, buildTrunk, buildDVR}
+
+// buildFirewall is the OVS firewall (internal/secgroup) when
+// [securitygroup] enable_security_group and firewall_driver = openvswitch:
+// the fw: owners of br-int and the conntrack cleanup of the zones a change
+// touched (not in the dry-run subcommands).
+func buildFirewall(d featureDeps) (feature.Feature, error) {
+	if d.Config == nil {
+		return nil, nil
+	}
+	if opt := agentOptions(d.Config); !opt.Pipeline.OVSFirewall() {
+		return nil, nil
+	}
+	deps := secgroup.Deps{
+		Config: firewall.Config{PermittedEthertypes: d.Config.SecurityGroup.PermittedEthertypes,
+			ExplicitlyEgressDirect: d.Config.Agent.ExplicitlyEgressDirect},
+		Groups:  d.SecurityGroups,
+		Metrics: d.Metrics,
+	}
+	if !d.DryRun && d.OVSDB != nil {
+		deps.Conntrack = conntrackFor(d.Config, d.OVSDB.RunDir())
+	}
+	return secgroup.New(deps), nil
+}
 
 // buildDVR is the reference's OVSDVRNeutronAgent: with [agent]
 // enable_distributed_routing (docs/dvr.md), the DVR feature and its dvr_mac_address_update consumer. In the

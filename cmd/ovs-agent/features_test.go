@@ -8,6 +8,7 @@ import (
 
 	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/neutron"
+	"github.com/ovsagent/ovsagent/internal/trunk"
 )
 
 type reportingFeature struct{}
@@ -43,8 +44,9 @@ func TestFeatureConfigurationsInReport(t *testing.T) {
 // An extension without a builder is refused (the option table refuses it
 // first; this is the second lock), and no extension builds nothing.
 func TestBuildFeaturesRefusesUnknownExtension(t *testing.T) {
-	// every always-on feature but dvr, which needs enable_distributed_routing
-	if fs, err := buildFeatures(featureDeps{}, nil); err != nil || len(fs) != len(alwaysFeatures)-1 {
+	// Without a configuration: the trunk handler only (the firewall needs
+	// firewall_driver = openvswitch, dvr enable_distributed_routing).
+	if fs, err := buildFeatures(featureDeps{}, nil); err != nil || len(fs) != 1 || fs[0].Name() != trunk.FeatureName {
 		t.Fatalf("no extensions: %d features, %v", len(fs), err)
 	}
 	_, err := buildFeatures(featureDeps{}, []string{"fdb"})

@@ -22,6 +22,7 @@ import (
 	"github.com/ovsagent/ovsagent/internal/oslo"
 	"github.com/ovsagent/ovsagent/internal/ovsdb"
 	"github.com/ovsagent/ovsagent/internal/pipeline"
+	"github.com/ovsagent/ovsagent/internal/secgroup"
 )
 
 // run wires every package and runs the agent until ctx is cancelled
@@ -76,6 +77,11 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	rpc := neutron.Oslo{T: tr}
 	client := neutron.NewClient(rpc, cfg.Default.Host)
 	client.DeviceListStep = cfg.DeviceListChunk()
+	// OVO versions per server: pulls ask for the newest, report_state and the push
+	// topics follow what the server was seen producing (neutron/versions.go).
+	versions := neutron.NewNegotiator(log)
+	client.Versions = versions
+	versions.SetProber(client.ProbeVersions)
 	var srv *agent.NeutronServer
 	registerExtensionTypes(cfg.Agent.Extensions)
 	cache := neutron.NewCache(neutron.CacheOptions{OnEvent: func(ev neutron.Event) {
@@ -98,16 +104,16 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	of.ConnectTimeout = cfg.OVS.OFConnectTimeout
 	defer of.Close()
 
-	reporter := &neutron.Reporter{Client: client, Interval: cfg.Agent.ReportInterval}
+	reporter := &neutron.Reporter{Client: client, Interval: cfg.Agent.ReportInterval, ResourceVersions: versions.Reported}
 	opt := agentOptions(cfg)
-	features, err := buildFeatures(featureDeps{Config: cfg, OVSDB: oc, Client: client, Server: rpc, Cache: cache, OpenFlow: of, Metrics: m, Log: log}, cfg.Agent.Extensions)
+	features, err := buildFeatures(featureDeps{Config: cfg, OVSDB: oc, Client: client, Server: rpc, Cache: cache, SecurityGroups: srv,
+		OpenFlow: of, Metrics: m, Log: log}, cfg.Agent.Extensions)
 	if err != nil {
 		return err
 	}
 	ag := agent.New(opt, agent.Deps{
 		Switch: sw, Flows: of, Plugin: srv, Cache: srv, Metrics: m, Log: log,
 		OnOVSRestart: reporter.ForceStartFlag,
-		Conntrack:    conntrackFor(cfg, oc.RunDir()),
 		Features:     features,
 	})
 	a.Store(ag)
@@ -116,7 +122,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err := (neutron.ConsumerConfig{Host: cfg.Default.Host, Cache: cache, Handler: agent.NeutronHandler{A: ag},
 		// A push that does not decode is dropped by oslo (bad_args): one log line,
 		// counted in ovsagent_malformed_messages_total; no hook here, or it counts twice.
-		L2Population: cfg.Agent.L2Population}).Serve(rpc); err != nil {
+		L2Population: cfg.Agent.L2Population, Versions: versions, OnVersions: reporter.Kick}).Serve(rpc); err != nil {
 		return fmt.Errorf("consumers: %w", err)
 	}
 	// The server loads the ports already plugged while the OpenFlow
@@ -254,12 +260,9 @@ func agentOptions(cfg *config.Config) agent.Options {
 	for _, t := range cfg.Agent.TunnelTypes {
 		pc.TunnelTypes = append(pc.TunnelTypes, pipeline.NetworkType(t))
 	}
-	var fc firewall.Config
-	fc.PermittedEthertypes = cfg.SecurityGroup.PermittedEthertypes
-	fc.ExplicitlyEgressDirect = cfg.Agent.ExplicitlyEgressDirect
 	opt := agent.Options{
 		Host: cfg.Default.Host, TunnelTypes: cfg.Agent.TunnelTypes, L2Population: cfg.Agent.L2Population,
-		Pipeline: pc, Firewall: fc, BatchWindow: cfg.OVSAgent.BatchWindow,
+		Pipeline: pc, BatchWindow: cfg.OVSAgent.BatchWindow,
 		ReportInterval: 0, // neutron.Reporter sends the reports
 		// The reference checks the canary in every rpc_loop iteration
 		// (polling_interval). ovs-vswitchd can wipe a bridge's flows without
@@ -393,19 +396,20 @@ func explain(ctx context.Context, cfg *config.Config, log *slog.Logger, portID s
 			return err
 		}
 	}
-	features, err := buildFeatures(featureDeps{Config: cfg, OVSDB: oc, Log: log, DryRun: true}, cfg.Agent.Extensions)
+	features, err := buildFeatures(featureDeps{Config: cfg, OVSDB: oc, Log: log, DryRun: true,
+		SecurityGroups: secgroup.Static{Groups: groups, Members: members}}, cfg.Agent.Extensions)
 	if err != nil {
 		return err
 	}
-	return agent.ExplainOffline(opt, l, vif, dev, groups, members, features...).Write(w)
+	return agent.ExplainOffline(opt, l, vif, dev, features...).Write(w)
 }
 
 // conntrackFor is the conntrack cleanup of the OVS firewall: ovs-vswitchd's
 // own conntrack, through ovs-appctl at this OVS's run directory.
-func conntrackFor(cfg *config.Config, runDir string) agent.Conntrack {
+func conntrackFor(cfg *config.Config, runDir string) secgroup.Conntrack {
 	sg := cfg.SecurityGroup
 	if !sg.EnableSecurityGroup || sg.FirewallDriver != pipeline.FirewallOpenvSwitch || runDir == "" {
 		return nil
 	}
-	return agent.AppctlConntrack{RunDir: runDir}
+	return secgroup.AppctlConntrack{RunDir: runDir}
 }

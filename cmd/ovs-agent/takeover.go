@@ -18,6 +18,7 @@ import (
 	"github.com/ovsagent/ovsagent/internal/openflow"
 	"github.com/ovsagent/ovsagent/internal/oslo"
 	"github.com/ovsagent/ovsagent/internal/ovsdb"
+	"github.com/ovsagent/ovsagent/internal/secgroup"
 )
 
 // takeoverMain is `ovs-agent takeover --dry-run --config-file ...`: what the
@@ -73,7 +74,8 @@ func takeoverDryRun(ctx context.Context, cfg *config.Config, log *slog.Logger, w
 		return fmt.Errorf("ovsdb_connection %s: %w", cfg.OVS.OVSDBConnection, err)
 	}
 	defer oc.Close()
-	features, err := buildFeatures(featureDeps{Config: cfg, OVSDB: oc, Log: log, DryRun: true}, cfg.Agent.Extensions)
+	features, err := buildFeatures(featureDeps{Config: cfg, OVSDB: oc, Log: log, DryRun: true,
+		SecurityGroups: secgroup.Static{Groups: in.Groups, Members: in.Members}}, cfg.Agent.Extensions)
 	if err != nil {
 		return err
 	}

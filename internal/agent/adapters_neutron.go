@@ -292,7 +292,7 @@ func deviceOf(d neutron.DeviceDetails) Device {
 	return out
 }
 
-// SecurityGroups implements Cache: the groups and rules from the cache
+// SecurityGroups implements secgroup.Groups: the groups and rules from the cache
 // (pulled in bulk when missing), and the members of every remote group
 // (its ports' addresses) and address group the rules name.
 func (s *NeutronServer) SecurityGroups(ctx context.Context, ids []string) (map[string]firewall.SecurityGroup, map[string][]firewall.Member, error) {

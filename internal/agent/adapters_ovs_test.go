@@ -63,7 +63,7 @@ func runRealAgentTuned(t *testing.T, o *ovstest.OVS, srv *fakeServer, tune func(
 	if wrap != nil {
 		flows = wrap(of)
 	}
-	h.a = New(opt, Deps{Switch: sw, Flows: flows, Plugin: srv, Cache: srv, Metrics: h.m, Log: testLogger(),
+	h.a = newTestAgent(opt, Deps{Switch: sw, Flows: flows, Plugin: srv, Cache: srv, Metrics: h.m, Log: testLogger(),
 		AfterBatch: func(bool) {
 			select {
 			case h.batches <- true:

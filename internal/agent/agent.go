@@ -11,9 +11,7 @@ import (
 	"time"
 
 	"github.com/ovsagent/ovsagent/internal/feature"
-	"github.com/ovsagent/ovsagent/internal/firewall"
 	"github.com/ovsagent/ovsagent/internal/metrics"
-	"github.com/ovsagent/ovsagent/internal/openflow"
 	"github.com/ovsagent/ovsagent/internal/pipeline"
 )
 
@@ -24,7 +22,6 @@ type Options struct {
 	TunnelTypes  []string // vxlan, gre, geneve
 	L2Population bool
 	Pipeline     pipeline.Config
-	Firewall     firewall.Config
 
 	// BatchWindow is how long events that keep coming right after a batch
 	// are coalesced into the next one (an idle agent applies at once).
@@ -107,12 +104,10 @@ type Deps struct {
 	// OnOVSRestart, when set, runs on the loop after ovs-vswitchd restarted
 	// (the state reporter re-adds start_flag then, like the reference).
 	OnOVSRestart func()
-	// Conntrack, when set, deletes the conntrack entries the firewall marked
-	// invalid (ct_mark=1) in the zones a firewall change touched.
-	Conntrack Conntrack
-	// Features are the extensions the agent runs besides its built-in
-	// pipeline and firewall (internal/feature), in registration order;
-	// cmd/ovs-agent builds them from the configuration.
+	// Features are what the agent runs besides its built-in pipeline
+	// (internal/feature): the OVS firewall (internal/secgroup) and the
+	// extensions, in registration order; cmd/ovs-agent builds them from the
+	// configuration.
 	Features []feature.Feature
 }
 
@@ -139,29 +134,18 @@ type Agent struct {
 	reportLimit int
 
 	// state
-	layout    BridgeLayout
-	ps        *pipeline.State
-	vlans     *pipeline.VLANManager
-	fw        *firewall.State
-	conj      firewall.ConjIDs
-	fwPorts   map[string]firewall.Port // desired firewall ports (a.fw is what flows were computed from)
-	fwChanged bool
-	// fwProblems: what the firewall skips in the current state, logged and
-	// counted once (reportFirewallProblems).
-	fwProblems map[string]bool
-	// installedFW holds the firewall-table flows found at start, to recover
-	// the conjunction ids they use (no rewrite of every remote-group flow).
-	installedFW []openflow.Flow
-	sgRetry     retry
-	ports       map[string]*portRec
-	netPorts    map[pipeline.NetKey]map[string]bool
-	fdb         map[string]map[netip.Addr]*pipeline.RemoteFDB // l2pop, by network id
-	endpoints   map[pipeline.TunnelKey]bool                   // tunnel_sync / tunnel_update endpoints (no l2pop): (ip, type)
-	tunnels     map[pipeline.TunnelKey]TunnelPort             // tunnel ports on br-tun, one per remote IP and type
-	applied     map[string]map[string]ownerDigest             // bridge → owner → digest of the flows applied
-	dirtyOwner  map[string]bool
-	rejected    map[string]*rejection // owners whose latest flows the switch rejected
-	retag       map[string]bool       // ports whose owners' rejection began or ended (retagPorts)
+	layout     BridgeLayout
+	ps         *pipeline.State
+	vlans      *pipeline.VLANManager
+	ports      map[string]*portRec
+	netPorts   map[pipeline.NetKey]map[string]bool
+	fdb        map[string]map[netip.Addr]*pipeline.RemoteFDB // l2pop, by network id
+	endpoints  map[pipeline.TunnelKey]bool                   // tunnel_sync / tunnel_update endpoints (no l2pop): (ip, type)
+	tunnels    map[pipeline.TunnelKey]TunnelPort             // tunnel ports on br-tun, one per remote IP and type
+	applied    map[string]map[string]ownerDigest             // bridge → owner → digest of the flows applied
+	dirtyOwner map[string]bool
+	rejected   map[string]*rejection // owners whose latest flows the switch rejected
+	retag      map[string]bool       // ports whose owners' rejection began or ended (retagPorts)
 
 	started       bool            // first snapshot processed
 	swept         bool            // stale flows of earlier rounds removed (every bridge)
@@ -185,7 +169,6 @@ type Agent struct {
 	deactivated   map[string]bool                      // ports whose binding here was deactivated: unplug (deactivate.go)
 	callBase      context.Context                      // update_device_list calls derive from it (see Options.QuitGrace)
 	abandoned     map[*reportResult]bool               // … of those, cancelled for a resync
-	sgDirty       bool
 	inSync        bool
 	reportStart   atomic.Bool // next report carries start_flag
 	reportNow     chan struct{}
@@ -193,14 +176,13 @@ type Agent struct {
 	serverAnswers atomic.Bool // the last RPC but get_device_details succeeded (see refuseDetails)
 	syncFlag      atomic.Bool
 	lastBatchSent time.Time
-	lastBatchEnd  time.Time         // when the loop's last batch returned (zero: none yet)
-	reread        map[string]bool   // bridges whose flows are re-read before the next apply (OpenFlow reconnect)
-	idle          *idleRelease      // returns a burst's garbage to the OS once idle
-	busySince     atomic.Int64      // unix ns the current batch started, 0 while waiting (watchdog.go)
-	loopState     atomic.Int32      // loopNotStarted, loopRunning, loopStopped
-	ct            *conntrackCleaner // nil without Deps.Conntrack
+	lastBatchEnd  time.Time       // when the loop's last batch returned (zero: none yet)
+	reread        map[string]bool // bridges whose flows are re-read before the next apply (OpenFlow reconnect)
+	idle          *idleRelease    // returns a burst's garbage to the OS once idle
+	busySince     atomic.Int64    // unix ns the current batch started, 0 while waiting (watchdog.go)
+	loopState     atomic.Int32    // loopNotStarted, loopRunning, loopStopped
 
-	// features: the pipeline, the firewall and Deps.Features (seam.go).
+	// features: the pipeline and Deps.Features (seam.go).
 	features *feature.Set
 	// featErr: the features could not be registered (Run returns it).
 	featErr error
@@ -254,11 +236,9 @@ func New(opt Options, d Deps) *Agent {
 		reportNow:   make(chan struct{}, 1),
 		ps:          pipeline.NewState(opt.Pipeline),
 		vlans:       pipeline.NewVLANManager(),
-		fw:          &firewall.State{Config: opt.Firewall, Ports: map[string]firewall.Port{}, Groups: map[string]firewall.SecurityGroup{}, Members: map[string][]firewall.Member{}},
 		ports:       map[string]*portRec{},
 		reread:      map[string]bool{},
 		idle:        newIdleRelease(opt.ReleaseMemoryIdle, d.Log),
-		fwPorts:     map[string]firewall.Port{},
 		netPorts:    map[pipeline.NetKey]map[string]bool{},
 		fdb:         map[string]map[netip.Addr]*pipeline.RemoteFDB{},
 		endpoints:   map[pipeline.TunnelKey]bool{},
@@ -280,9 +260,6 @@ func New(opt Options, d Deps) *Agent {
 	}
 	a.registerFeatures(d.Features)
 	a.reportStart.Store(true)
-	if d.Conntrack != nil {
-		a.ct = &conntrackCleaner{ct: d.Conntrack, in: make(chan []uint16, 1024), log: a.log, mark: 1}
-	}
 	return a
 }
 
@@ -357,10 +334,6 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); a.reportLoop(ctx) }()
 	}
-	if a.ct != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); a.ct.run(ctx) }()
-	}
 	defer wg.Wait()
 	defer a.wg.Wait() // update_device_list calls end with ctx
 
@@ -380,7 +353,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.setupBridges(ctx)
 	if a.bridgesOK {
 		a.adoptTunnels(ctx)
-		a.takeInstalledFirewall()
+		a.adoptFeatures()
 	}
 	a.endWork()
 	for {
@@ -559,8 +532,10 @@ func (a *Agent) nextWake() time.Time {
 	for _, d := range a.fdbAwait {
 		consider(d)
 	}
-	if a.sgDirty {
-		consider(a.sgRetry.at)
+	for _, f := range a.features.All() {
+		if w, ok := f.(feature.Waiter); ok && w.Waiting() {
+			consider(w.RetryAt())
+		}
 	}
 	for _, r := range a.featRetry {
 		consider(r.at)

@@ -57,7 +57,7 @@ func start(t *testing.T, sw *fakeSwitch, fl *fakeFlows, srv *fakeServer, opt Opt
 func startWithClock(t *testing.T, sw *fakeSwitch, fl *fakeFlows, srv *fakeServer, opt Options, now func() time.Time) *harness {
 	t.Helper()
 	h := &harness{t: t, sw: sw, fl: fl, srv: srv, m: metrics.New(), batches: make(chan bool, 1), done: make(chan error, 1)}
-	h.a = New(opt, Deps{Switch: sw, Flows: fl, Plugin: srv, Cache: srv, Reporter: srv, Metrics: h.m, Log: testLogger(),
+	h.a = newTestAgent(opt, Deps{Switch: sw, Flows: fl, Plugin: srv, Cache: srv, Reporter: srv, Metrics: h.m, Log: testLogger(),
 		Now: now,
 		AfterBatch: func(bool) {
 			select {
@@ -526,7 +526,7 @@ func TestExplainRunningAndOffline(t *testing.T) {
 	sw.mu.Lock()
 	vif := *sw.rows["tap1"]
 	sw.mu.Unlock()
-	off := ExplainOffline(testOpts(false), sw.layout, vif, dev, nil, nil)
+	off := ExplainOffline(testOpts(false), sw.layout, vif, dev)
 	if off.LocalVLAN != 1 || len(off.Flows) != len(e.Flows) {
 		t.Errorf("offline explanation: VLAN %d, %d flows; running: %d flows", off.LocalVLAN, len(off.Flows), len(e.Flows))
 	}

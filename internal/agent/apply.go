@@ -107,9 +107,7 @@ func (a *Agent) applyFlows(ctx context.Context) (ok bool, waited time.Duration) 
 			a.ownerAccepted(br, owner)
 		}
 		a.d.Metrics.SetFlows(br, tableCounts(a.applied[br]))
-		if br == a.layout.Integration {
-			a.ct.request(a.conntrackZones(set))
-		}
+		a.flowsApplied(br, set)
 	}
 	a.setRejectedGauge()
 	if failed {
@@ -162,7 +160,7 @@ func (a *Agent) wiringComplete() bool {
 // sweep waits for this, so one such port cannot keep the previous run's
 // flows in place.
 func (a *Agent) wiringSettled() bool {
-	if !a.started || !a.bridgesOK || a.ovsRestarted || len(a.tunnelSync) > 0 || a.sgDirty {
+	if !a.started || !a.bridgesOK || a.ovsRestarted || len(a.tunnelSync) > 0 || a.featuresWaiting() {
 		return false
 	}
 	for _, p := range a.ports {
@@ -246,7 +244,7 @@ func (a *Agent) afterSweep(ctx context.Context) {
 	a.swept = true
 	clear(a.fdbAwait)
 	a.vlans.DisposeHints()
-	a.conj = a.conj.ReleaseReserved()
+	a.sweptFeatures()
 	a.log.Info("agent: in sync with the dataplane; stale flows removed")
 	a.reconcileTunnels(ctx) // adopted tunnel ports nobody uses go now
 }

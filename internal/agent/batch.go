@@ -73,7 +73,6 @@ func (a *Agent) batch(ctx context.Context) {
 	a.writePorts(ctx, settings)
 	a.syncFeatures(ctx)
 	t3 := a.now()
-	a.updateFirewall(ctx)
 	owners := len(a.dirtyOwner)
 	flowsOK, bundleWait := a.applyFlows(ctx)
 	a.retagPorts(ctx)
@@ -229,7 +228,6 @@ func (a *Agent) startResync(reason string) {
 		}
 	}
 	a.fresh = true
-	a.sgDirty = true
 	a.resyncFeatures(reason)
 	for k, n := range a.ps.Networks {
 		if n.Type.IsTunnel() && a.opt.L2Population {
@@ -491,12 +489,10 @@ func (a *Agent) wirePort(p *portRec) (PortSetting, bool) {
 	}
 	p.tagOK = p.vif.Tag == int(tag) && ocHas(p.vif.OtherConfig, oc)
 
-	// Pipeline and firewall state.
+	// Pipeline state (the features' is theirs: portWired below).
 	a.touch(pipeline.OwnerPort(p.id))
-	pp := pipelinePort(p, d, key, w)
-	a.ps.Ports[p.id] = pp
+	a.ps.Ports[p.id] = pipelinePort(p, d, key, w)
 	a.touch(pipeline.OwnerPort(p.id))
-	a.setFirewallPort(p, pp, d, vlan, w)
 
 	// What the server must hear.
 	switch w {
@@ -667,7 +663,6 @@ func (a *Agent) removePort(p *portRec) {
 		a.touch(pipeline.OwnerPort(p.id))
 		delete(a.ps.Ports, p.id)
 	}
-	a.deleteFirewallPort(p.id)
 	a.portRemoved(p.id)
 	if p.dev != nil && p.dev.Bound && (p.wired == wiredUp || p.wired == wiredAdminDown) {
 		p.setWant(reportDown)

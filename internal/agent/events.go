@@ -83,9 +83,6 @@ func (TunnelUpdate) isEvent()         {}
 func (TunnelDelete) isEvent()         {}
 func (Resync) isEvent()               {}
 
-// FloodingEntry is l2pop's FLOODING_ENTRY MAC.
-const floodMAC = "00:00:00:00:00:00"
-
 // maxInbox bounds the events waiting for the loop. Beyond it an event is folded
 // into inboxOverflow, which keeps only which resource must be read again: a
 // flood of notifications costs a bounded amount of memory and one resync of

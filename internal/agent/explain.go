@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/ovsagent/ovsagent/internal/feature"
-	"github.com/ovsagent/ovsagent/internal/firewall"
 	"github.com/ovsagent/ovsagent/internal/openflow"
 )
 
@@ -129,21 +128,19 @@ func sortFlows(fs []ExplainedFlow) {
 
 // ExplainOffline computes the explanation without a running agent, from
 // what OVSDB and the server say now: the port's VIF, its details, the
-// bridges, and (with the OVS firewall) its security groups. The local VLAN
-// is the one the port carries. l2pop FDB entries live only in a running
-// agent and are not shown.
-func ExplainOffline(opt Options, l BridgeLayout, vif VIF, dev Device, groups map[string]firewall.SecurityGroup, members map[string][]firewall.Member, features ...feature.Feature) *Explanation {
+// bridges, and what the features were built with (the OVS firewall: the
+// port's security groups, read beforehand). The local VLAN is the one the
+// port carries. l2pop FDB entries live only in a running agent and are not
+// shown. The features must be built for a dry run: their Sync changes
+// nothing.
+func ExplainOffline(opt Options, l BridgeLayout, vif VIF, dev Device, features ...feature.Feature) *Explanation {
 	a := New(opt, Deps{Log: slog.New(slog.DiscardHandler), Features: features})
 	a.applyLayout(l)
 	a.adopt([]VIF{vif})
 	p := a.port(vif.PortID)
 	p.vif, p.present, p.dev = vif, true, &dev
 	a.wirePort(p)
-	if a.ps.Config.OVSFirewall() {
-		next := &firewall.State{Config: a.fw.Config, Ports: a.fwPorts, Groups: groups, Members: members}
-		a.conj, _ = firewall.Update(a.fw, next, a.conj)
-		a.fw = next
-	}
+	a.syncFeatures(context.Background())
 	e := a.describe(p)
 	e.Source = "computed from OVSDB and the server (no running agent state)"
 	owners := a.portOwners(p)

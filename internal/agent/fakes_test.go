@@ -10,8 +10,11 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/firewall"
 	"github.com/ovsagent/ovsagent/internal/openflow"
+	"github.com/ovsagent/ovsagent/internal/pipeline"
+	"github.com/ovsagent/ovsagent/internal/secgroup"
 )
 
 var errDown = errors.New("fake: unreachable")
@@ -592,3 +595,18 @@ func (s *fakeServer) ReportState(_ context.Context, start bool, _ int) (string, 
 	s.answer = "alive"
 	return a, nil
 }
+
+// newTestAgent is New with the OVS firewall (internal/secgroup) registered
+// first among d.Features when opt's pipeline asks for it, as
+// cmd/ovs-agent's features.go registers it, reading the groups from d.Cache.
+func newTestAgent(opt Options, d Deps) *Agent {
+	if opt.Pipeline.OVSFirewall() {
+		groups, _ := d.Cache.(secgroup.Groups)
+		fw := secgroup.New(secgroup.Deps{Groups: groups, Metrics: d.Metrics})
+		d.Features = append([]feature.Feature{fw}, d.Features...)
+	}
+	return New(opt, d)
+}
+
+// floodMAC is l2population's FLOODING_ENTRY MAC.
+const floodMAC = pipeline.FloodMAC

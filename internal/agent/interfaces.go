@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/ovsagent/ovsagent/internal/feature"
-	"github.com/ovsagent/ovsagent/internal/firewall"
 	"github.com/ovsagent/ovsagent/internal/openflow"
 )
 
@@ -230,7 +229,4 @@ type Cache interface {
 	// retried. fresh bypasses the cache (full resync: notifications may have
 	// been lost). An error fails every port.
 	Devices(ctx context.Context, ids []string, fresh bool) (devs map[string]Device, failed []string, err error)
-	// SecurityGroups returns the given groups with their rules, and the
-	// members of every remote group or address group those rules name.
-	SecurityGroups(ctx context.Context, ids []string) (map[string]firewall.SecurityGroup, map[string][]firewall.Member, error)
 }

@@ -198,7 +198,7 @@ func (a *Agent) onEvent(ev Event) {
 			}
 		}
 	case SecurityGroupChanged:
-		a.sgDirty = true
+		a.securityGroupsChanged(e.GroupIDs)
 	case FDBAdd:
 		a.fdbApply(e.Entries, true)
 	case FDBRemove:

@@ -6,9 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ovsagent/ovsagent/internal/firewall"
+	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/openflow"
-	"github.com/ovsagent/ovsagent/internal/pipeline"
 )
 
 // rejection is an owner whose latest flows the switch rejected (one flow it
@@ -94,19 +93,19 @@ func ownerKind(owner string) string {
 
 // holdChanged notes the port of owner (if it is a port's) for retagPorts.
 func (a *Agent) holdChanged(owner string) {
-	if id, ok := portOfOwner(owner); ok {
+	if id, ok := a.portOfOwner(owner); ok {
 		a.retag[id] = true
 	}
 }
 
-// portOfOwner is the port whose flows owner holds: its br-int pipeline
-// owner or its firewall owner.
-func portOfOwner(owner string) (string, bool) {
-	if id, ok := strings.CutPrefix(owner, "port:"); ok {
-		return id, true
-	}
-	if kind, id, ok := firewall.ParseOwner(owner); ok && kind == "port" {
-		return id, true
+// portOfOwner is the port whose own flows owner holds, as the source of
+// its kind says (feature.PortFlows: the pipeline's port wiring, the
+// firewall's port flows).
+func (a *Agent) portOfOwner(owner string) (string, bool) {
+	if src, ok := a.features.SourceOf(owner); ok {
+		if pf, ok := src.(feature.PortFlows); ok {
+			return pf.OwnerPort(owner)
+		}
 	}
 	return "", false
 }
@@ -115,7 +114,15 @@ func portOfOwner(owner string) (string, bool) {
 // owners. Such a port is not reported up: what the server would make
 // ACTIVE is not what the bridge enforces.
 func (a *Agent) flowsRejected(id string) bool {
-	return a.rejected[pipeline.OwnerPort(id)] != nil || a.rejected[firewall.OwnerPort(id)] != nil
+	if len(a.rejected) == 0 {
+		return false
+	}
+	for _, f := range a.features.All() {
+		if pf, ok := f.(feature.PortFlows); ok && a.rejected[pf.PortOwner(id)] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // heldDead: the port's flows are rejected and the bridge holds none of the
@@ -124,8 +131,16 @@ func (a *Agent) flowsRejected(id string) bool {
 // it by NORMAL switching, unfiltered. A port on its earlier flows keeps
 // them (and its VLAN).
 func (a *Agent) heldDead(id string) bool {
+	if len(a.rejected) == 0 {
+		return false
+	}
 	applied := a.applied[a.layout.Integration]
-	for _, owner := range []string{pipeline.OwnerPort(id), firewall.OwnerPort(id)} {
+	for _, f := range a.features.All() {
+		pf, ok := f.(feature.PortFlows)
+		if !ok {
+			continue
+		}
+		owner := pf.PortOwner(id)
 		if r := a.rejected[owner]; r != nil {
 			if _, had := applied[owner]; !had {
 				return true

@@ -207,7 +207,7 @@ func TestScaleHeapNeutron(t *testing.T) {
 	opt.BatchWindow = 10 * time.Millisecond
 	opt.FDBWait = 2 * time.Second
 	synced := make(chan struct{}, 1)
-	a := New(opt, Deps{Switch: sw, Flows: fl, Plugin: srv, Cache: srv, Log: testLogger(),
+	a := newTestAgent(opt, Deps{Switch: sw, Flows: fl, Plugin: srv, Cache: srv, Log: testLogger(),
 		AfterBatch: func(in bool) {
 			if in {
 				select {

@@ -98,7 +98,7 @@ func startScale(tb testing.TB, sw *fakeSwitch, fl Flows, srv *fakeServer) *scale
 	opt.BatchWindow = 10 * time.Millisecond
 	opt.FDBWait = 2 * time.Second
 	r := &scaleRun{tb: tb, sw: sw, fl: fl, srv: srv, m: metrics.New(), done: make(chan error, 1), synced: make(chan struct{}, 1)}
-	r.a = New(opt, Deps{Switch: sw, Flows: fl, Plugin: srv, Cache: sgServer{srv}, Reporter: srv, Metrics: r.m, Log: testLogger(),
+	r.a = newTestAgent(opt, Deps{Switch: sw, Flows: fl, Plugin: srv, Cache: sgServer{srv}, Reporter: srv, Metrics: r.m, Log: testLogger(),
 		AfterBatch: func(in bool) {
 			if in {
 				select {
@@ -415,7 +415,7 @@ func runScaleRealAgent(t *testing.T, o *ovstest.OVS, srv *fakeServer) (*harness,
 	opt.BatchWindow = 10 * time.Millisecond
 	opt.FDBWait = 2 * time.Second
 	h := &harness{t: t, srv: srv, m: metrics.New(), batches: make(chan bool, 1), done: make(chan error, 1)}
-	h.a = New(opt, Deps{Switch: sw, Flows: of, Plugin: srv, Cache: sgServer{srv}, Metrics: h.m, Log: testLogger(),
+	h.a = newTestAgent(opt, Deps{Switch: sw, Flows: of, Plugin: srv, Cache: sgServer{srv}, Metrics: h.m, Log: testLogger(),
 		AfterBatch: func(bool) {
 			select {
 			case h.batches <- true:

@@ -5,20 +5,23 @@ import (
 	"fmt"
 
 	"github.com/ovsagent/ovsagent/internal/feature"
+	"github.com/ovsagent/ovsagent/internal/openflow"
+	"github.com/ovsagent/ovsagent/internal/pipeline"
 )
 
 // The loop's side of the feature seam (internal/feature): registration,
 // the port and server-object hooks, the per-batch Sync with back-off.
 
-// registerFeatures registers the pipeline and the firewall, then the
-// extensions, and attaches the host to each feature that asks for it. An
-// error (two sources claiming one owner kind) is returned by Run.
+// registerFeatures registers the pipeline, then the given features (the
+// firewall and the extensions), and attaches the host to each feature that
+// asks for it. An error (two sources claiming one owner kind) is returned
+// by Run.
 func (a *Agent) registerFeatures(ext []feature.Feature) {
-	all := append([]feature.Feature{pipelineFlows{a}, firewallFlows{a}}, ext...)
+	all := append([]feature.Feature{pipeline.Source{State: a.ps}}, ext...)
 	set, err := feature.NewSet(all...)
 	if err != nil {
 		a.featErr = fmt.Errorf("agent: %w", err)
-		set, _ = feature.NewSet(all[:2]...)
+		set, _ = feature.NewSet(all[:1]...)
 	}
 	a.features = set
 	a.resourceTypes = map[string]bool{}
@@ -160,4 +163,74 @@ func (a *Agent) reason(owner, bridge string, table uint8) string {
 		}
 	}
 	return owner + ": " + a.tableName(bridge, table)
+}
+
+// securityGroupsChanged tells the features the server changed these
+// security groups' rules or members.
+func (a *Agent) securityGroupsChanged(ids []string) {
+	for _, f := range a.features.All() {
+		if h, ok := f.(feature.SecurityGroupHandler); ok {
+			h.SecurityGroupsChanged(ids)
+		}
+	}
+}
+
+// featuresWaiting: some feature still waits on the server (feature.Waiter).
+func (a *Agent) featuresWaiting() bool {
+	for _, f := range a.features.All() {
+		if w, ok := f.(feature.Waiter); ok && w.Waiting() {
+			return true
+		}
+	}
+	return false
+}
+
+// flowsApplied tells the features which owners' flows went into bridge.
+func (a *Agent) flowsApplied(bridge string, set map[string][]openflow.Flow) {
+	if len(set) == 0 {
+		return
+	}
+	var owners []string
+	for _, f := range a.features.All() {
+		o, ok := f.(feature.FlowObserver)
+		if !ok {
+			continue
+		}
+		if owners == nil {
+			owners = sortedKeys(set)
+		}
+		o.FlowsApplied(bridge, owners)
+	}
+}
+
+// sweptFeatures tells the features the stale flows are gone.
+func (a *Agent) sweptFeatures() {
+	for _, f := range a.features.All() {
+		if o, ok := f.(feature.FlowObserver); ok {
+			o.Swept()
+		}
+	}
+}
+
+// installedFlows is implemented by Flows edges that can list what a bridge
+// held when they adopted it.
+type installedFlows interface {
+	InstalledFlows(bridge string) []openflow.Flow
+}
+
+// adoptFeatures tells the features what the bridges held at start.
+func (a *Agent) adoptFeatures() {
+	var installed func(string) []openflow.Flow
+	if src, ok := a.d.Flows.(installedFlows); ok {
+		installed = src.InstalledFlows
+	}
+	a.adoptInstalled(installed)
+}
+
+func (a *Agent) adoptInstalled(installed func(bridge string) []openflow.Flow) {
+	for _, f := range a.features.All() {
+		if ad, ok := f.(feature.Adopter); ok {
+			ad.Adopt(installed)
+		}
+	}
 }

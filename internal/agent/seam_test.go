@@ -151,7 +151,7 @@ func (f *rateFeature) askedOwners() []string {
 func startFeatures(t *testing.T, sw *fakeSwitch, fl *fakeFlows, srv *fakeServer, opt Options, fs ...feature.Feature) *harness {
 	t.Helper()
 	h := &harness{t: t, sw: sw, fl: fl, srv: srv, m: metrics.New(), batches: make(chan bool, 1), done: make(chan error, 1)}
-	h.a = New(opt, Deps{Switch: sw, Flows: fl, Plugin: srv, Cache: srv, Reporter: srv, Metrics: h.m, Log: testLogger(),
+	h.a = newTestAgent(opt, Deps{Switch: sw, Flows: fl, Plugin: srv, Cache: srv, Reporter: srv, Metrics: h.m, Log: testLogger(),
 		Features: fs,
 		AfterBatch: func(bool) {
 			select {

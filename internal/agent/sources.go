@@ -1,133 +1,23 @@
 package agent
 
 import (
-	"fmt"
 	"log/slog"
-	"strings"
+	"time"
 
 	"github.com/ovsagent/ovsagent/internal/feature"
-	"github.com/ovsagent/ovsagent/internal/firewall"
 	"github.com/ovsagent/ovsagent/internal/openflow"
 	"github.com/ovsagent/ovsagent/internal/pipeline"
 )
 
-// The pipeline and the OVS firewall are the agent's two built-in flow
-// sources: registered first, through the same seam as any extension
-// (internal/feature), so the loop dispatches every owner by its kind and
-// knows no feature's owners.
-
-// pipelineFlows is the pipeline as a flow source: base, physnet:, net:,
-// port:, tun: owners of every bridge, computed by pipeline.FlowsFor from
-// the agent's pipeline state.
-type pipelineFlows struct{ a *Agent }
-
-func (pipelineFlows) Name() string { return "pipeline" }
-
-func (pipelineFlows) Kinds() []string {
-	return []string{pipeline.OwnerBase, "physnet", "net", "port", "tun"}
-}
-
-func (s pipelineFlows) Owners() []string { return pipeline.Owners(s.a.ps) }
-
-func (s pipelineFlows) Flows(owners []string) (map[string]map[string][]openflow.Flow, map[string]error) {
-	out := make(map[string]map[string][]openflow.Flow, len(owners))
-	errs := map[string]error{}
-	for _, o := range owners {
-		bf, err := pipeline.FlowsFor(s.a.ps, o)
-		if err != nil {
-			errs[o] = err
-			continue
-		}
-		out[o] = bf
-	}
-	return out, errs
-}
-
-func (s pipelineFlows) Dependents(owner string) []string { return pipeline.Dependents(s.a.ps, owner) }
-
-// PortOwners: the port's own flows and, once it is on a network, the
-// network's (shared with the network's other ports).
-func (s pipelineFlows) PortOwners(p feature.Port) []string {
-	out := []string{pipeline.OwnerPort(p.ID)}
-	if rec := s.a.ports[p.ID]; rec != nil && p.Wiring == feature.WiredUp {
-		out = append(out, pipeline.OwnerNetwork(rec.net))
-	}
-	return out
-}
-
-func (s pipelineFlows) Reason(owner, bridge string, table uint8) string {
-	kind, arg, _ := strings.Cut(owner, ":")
-	what := owner
-	switch kind {
-	case "port":
-		what = "port wiring"
-	case "net":
-		what = "local VLAN of network " + arg
-	}
-	return what + ": " + s.a.tableName(bridge, table)
-}
-
-// firewallFlows is the OVS firewall as a flow source: the fw: owners of
-// br-int, computed by firewall.FlowsForOwners from the agent's firewall
-// state and conjunction ids. Without the OVS firewall it owns nothing.
-type firewallFlows struct{ a *Agent }
-
-func (firewallFlows) Name() string    { return "firewall" }
-func (firewallFlows) Kinds() []string { return []string{"fw"} }
-
-func (s firewallFlows) Owners() []string {
-	if !s.a.ps.Config.OVSFirewall() {
-		return nil
-	}
-	return firewall.Owners(s.a.fw, s.a.conj)
-}
-
-func (s firewallFlows) Flows(owners []string) (map[string]map[string][]openflow.Flow, map[string]error) {
-	fs, errs := firewall.FlowsForOwners(s.a.fw, s.a.conj, owners)
-	out := make(map[string]map[string][]openflow.Flow, len(fs))
-	for o, f := range fs {
-		out[o] = map[string][]openflow.Flow{s.a.layout.Integration: f}
-	}
-	return out, errs
-}
-
-// PortOwners: the port's firewall flows and the remote-group addresses of
-// its local VLAN (only with the OVS firewall).
-func (s firewallFlows) PortOwners(p feature.Port) []string {
-	if !s.a.ps.Config.OVSFirewall() {
-		return nil
-	}
-	out := []string{firewall.OwnerPort(p.ID)}
-	if p.Wiring == feature.WiredUp && p.LocalVLAN != DeadVLAN {
-		out = append(out, firewall.OwnerConj(p.LocalVLAN))
-	}
-	return out
-}
-
-func (s firewallFlows) Reason(owner, bridge string, table uint8) string {
-	what := "security groups (OVS firewall)"
-	if k, id, _ := firewall.ParseOwner(owner); k == "conj" {
-		what = "remote-group addresses on VLAN " + id
-	}
-	return what + ": " + s.a.tableName(bridge, table)
-}
+// The pipeline (pipeline.Source over the loop's pipeline state) is
+// registered first, through the same seam as the OVS firewall
+// (internal/secgroup) and any extension (internal/feature), so the loop
+// dispatches every owner by its kind and knows no feature's owners.
 
 // tableName is the reference's name of a table of bridge ("table N" when
 // it has none).
 func (a *Agent) tableName(bridge string, table uint8) string {
-	var tables []pipeline.Table
-	switch {
-	case bridge == a.layout.Integration:
-		tables = pipeline.IntTables
-	case bridge == a.layout.Tunnel:
-		tables = pipeline.TunTables
-	default:
-		tables = pipeline.PhysTables
-	}
-	if tn := pipeline.TableName(tables, table); tn != "" {
-		return tn
-	}
-	return fmt.Sprintf("table %d", table)
+	return pipeline.BridgeTableName(a.ps, bridge, table)
 }
 
 // computeFlows asks the registered sources for the owners' flows (each
@@ -181,7 +71,14 @@ func (h host) Touch(owners ...string) {
 func (h host) Layout() feature.BridgeLayout { return h.a.layout }
 func (h host) Cookie(bridge string) uint64  { return h.a.bridgeCookie(bridge) }
 func (h host) Log() *slog.Logger            { return h.a.log }
-func (h host) Notify(data any)              { h.a.Notify(featureEvent{name: h.name, data: data}) }
+func (h host) Now() time.Time               { return h.a.now() }
+func (h host) Backoff(failures int) time.Duration {
+	return h.a.backoff(failures)
+}
+func (h host) ObserveRPC(method string, took time.Duration, err error) {
+	h.a.observeRPC(method, took, err)
+}
+func (h host) Notify(data any) { h.a.Notify(featureEvent{name: h.name, data: data}) }
 
 // featurePort is the port as the features see it.
 func (a *Agent) featurePort(p *portRec) feature.Port {
@@ -206,6 +103,16 @@ func (a *Agent) featurePort(p *portRec) feature.Port {
 		if d.MAC != "" {
 			fp.MAC = d.MAC
 		}
+		fp.PortSecurity, fp.SecurityGroups = d.PortSecurity, d.SecurityGroups
+		for _, ip := range d.FixedIPs {
+			fp.FixedIPs = append(fp.FixedIPs, ip.IP)
+		}
+		for _, ap := range d.AllowedPairs {
+			fp.AllowedAddressPairs = append(fp.AllowedAddressPairs, feature.AddressPair{MAC: ap.MAC, IP: ap.IP})
+		}
+	}
+	if pp := a.ps.Ports[p.id]; pp != nil {
+		fp.Filtered = pp.Filtered()
 	}
 	return fp
 }

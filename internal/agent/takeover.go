@@ -172,18 +172,11 @@ func PlanTakeover(opt Options, in TakeoverInputs) *TakeoverPlan {
 	}
 	sort.Slice(plan.VLANs, func(i, j int) bool { return plan.VLANs[i].VLAN < plan.VLANs[j].VLAN })
 
-	if a.ps.Config.OVSFirewall() {
-		next := &firewall.State{Config: a.fw.Config, Ports: a.fwPorts, Groups: in.Groups, Members: in.Members}
-		if next.Groups == nil {
-			next.Groups = map[string]firewall.SecurityGroup{}
-		}
-		if next.Members == nil {
-			next.Members = map[string][]firewall.Member{}
-		}
-		ids := firewall.RecoverConjIDs(fwTableFlows(in.Installed[in.Layout.Integration]), next)
-		a.conj, _ = firewall.Update(a.fw, next, ids)
-		a.fw = next
-	}
+	// The features' state as a first batch would leave it (the firewall's
+	// conjunction ids recovered from the installed flows; built for a dry
+	// run, their Sync changes nothing).
+	a.adoptInstalled(func(br string) []openflow.Flow { return in.Installed[br] })
+	a.syncFeatures(context.Background())
 	// Every feature's owners, the pipeline's and the firewall's first.
 	desired := map[string][]openflow.Flow{}
 	flows, _ := a.computeFlows(a.features.AllOwners())

@@ -1,9 +1,7 @@
 package agent
 
 import (
-	"bytes"
 	"context"
-	"net"
 	"net/netip"
 	"slices"
 
@@ -53,35 +51,8 @@ func (a *Agent) fdbApply(entries FDBEntries, add bool) {
 			if a.ownIP(ip) {
 				continue
 			}
-			r := m[ip]
-			if r == nil {
-				if !add {
-					continue
-				}
-				r = &pipeline.RemoteFDB{}
-				m[ip] = r
-			}
-			left := false // the remote's flooding entry is removed
-			for _, pair := range pairs {
-				if pair[0] == floodMAC {
-					r.Flood = add
-					left = !add
-					continue
-				}
-				e, ok := fdbEntry(pair)
-				if !ok {
-					a.d.Metrics.IncMalformed("q-agent-notifier-l2population-update", "bad-fdb-entry")
-					continue
-				}
-				r.Entries = fdbSet(r.Entries, e, add)
-			}
-			// l2pop removes a remote's flooding entry when its last port on
-			// the network goes; what is left of its unicast entries is stale
-			// (neutron-server can send a port's fdb_add after its fdb_remove
-			// when the port is deleted while going up) and must not keep the
-			// tunnel port alive. The reference also keys the tunnel on it.
-			if left || !r.Flood && len(r.Entries) == 0 {
-				delete(m, ip)
+			for bad := pipeline.ApplyRemote(m, ip, pairs, add); bad > 0; bad-- {
+				a.d.Metrics.IncMalformed("q-agent-notifier-l2population-update", "bad-fdb-entry")
 			}
 		}
 		a.dirtyOwner[pipeline.OwnerNetwork(key)] = true
@@ -90,33 +61,6 @@ func (a *Agent) fdbApply(entries FDBEntries, add bool) {
 			a.fdbSeen[netID] = a.now()
 		}
 	}
-}
-
-func fdbEntry(pair [2]string) (pipeline.FDBEntry, bool) {
-	mac, err := net.ParseMAC(pair[0])
-	if err != nil {
-		return pipeline.FDBEntry{}, false
-	}
-	e := pipeline.FDBEntry{MAC: mac}
-	if pair[1] != "" {
-		ip, err := netip.ParseAddr(pair[1])
-		if err != nil {
-			return pipeline.FDBEntry{}, false
-		}
-		e.IP = ip
-	}
-	return e, true
-}
-
-func fdbSet(list []pipeline.FDBEntry, e pipeline.FDBEntry, add bool) []pipeline.FDBEntry {
-	i := slices.IndexFunc(list, func(x pipeline.FDBEntry) bool { return bytes.Equal(x.MAC, e.MAC) && x.IP == e.IP })
-	switch {
-	case add && i < 0:
-		return append(list, e)
-	case !add && i >= 0:
-		return slices.Delete(list, i, i+1)
-	}
-	return list
 }
 
 // fdbChgIP applies update_fdb_entries' chg_ip (ARP responder entries).
@@ -131,20 +75,7 @@ func (a *Agent) fdbChgIP(u FDBUpdate) {
 			if err != nil || a.ownIP(ip) {
 				continue
 			}
-			r := m[ip]
-			if r == nil {
-				continue
-			}
-			for _, pair := range chg.Before {
-				if e, ok := fdbEntry(pair); ok {
-					r.Entries = fdbSet(r.Entries, e, false)
-				}
-			}
-			for _, pair := range chg.After {
-				if e, ok := fdbEntry(pair); ok {
-					r.Entries = fdbSet(r.Entries, e, true)
-				}
-			}
+			pipeline.ChangeRemote(m, ip, chg.Before, chg.After)
 		}
 		for k := range a.ps.Networks {
 			if k.NetworkID == netID {
@@ -197,20 +128,9 @@ func (a *Agent) reconcileTunnels(ctx context.Context) {
 		return
 	}
 	// one port per remote IP and type, as neutron names them (vxlan-X, gre-X)
-	want := map[pipeline.TunnelKey]bool{}
+	want := a.endpoints
 	if a.opt.L2Population {
-		for k, n := range a.ps.Networks {
-			if !n.Type.IsTunnel() {
-				continue
-			}
-			for ip := range a.fdb[k.NetworkID] {
-				want[pipeline.TunnelKey{IP: ip, Type: n.Type}] = true
-			}
-		}
-	} else {
-		for k := range a.endpoints {
-			want[k] = true
-		}
+		want = pipeline.WantedTunnels(a.ps, a.fdb)
 	}
 	for key := range want {
 		ip, typ := key.IP, string(key.Type)

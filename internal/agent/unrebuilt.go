@@ -15,9 +15,8 @@ import (
 type HostState = feature.HostState
 
 // Tables of the reference's features ovs-agent does not have (neutron-lib
-// ovs_constants): DVR on br-int, br-tun and the physical bridges, QoS's
-// packet-rate (58; 59 in Zed) and bandwidth (59, 2023.2+) limits, the log
-// extension's packet-ins from the accept and drop tables.
+// ovs_constants): DVR on br-int, br-tun and the physical bridges. (QoS's
+// rate-limit tables 58-59 and the log extension's 91-93 are checked below.)
 var (
 	dvrIntTables  = []uint8{1, 2, 3, 4}
 	dvrTunTables  = []uint8{1, 9}
@@ -26,10 +25,11 @@ var (
 
 // UnrebuiltState lists, one reason per feature, the state on the host that
 // ovs-agent would sweep at its start without rebuilding it (so the traffic
-// it carries would break). The reference's features ovs-agent lacks are
-// checked here (DVR flows; QoS rows, queues and rate-limit flows; trunk
-// bridges; log flows: absentFeatures), each unless a feature of its name
-// is registered; then each registered feature that has state of its own
+// it carries would break). The reference's features ovs-agent lacks, or
+// runs only when configured, are checked here (DVR flows, log flows; QoS
+// rows, queues and rate-limit flows without the qos extension; trunk
+// bridges without the trunk handler: absentFeatures), each unless a
+// feature of its name is registered; then each registered feature that has state of its own
 // on the host says what it would not rebuild (feature.Takeover). Empty
 // means a start or takeover loses nothing.
 func UnrebuiltState(h HostState, features ...feature.Feature) []string {
@@ -107,7 +107,8 @@ func unrebuiltQoS(h HostState) []string {
 	if qos == 0 && h.QoSRows == 0 && h.QueueRows == 0 {
 		return nil
 	}
-	return []string{fmt.Sprintf("QoS state (%d rate-limit flows on %s tables 58-59, %d QoS and %d Queue rows in OVSDB): QoS is not supported by ovs-agent yet",
+	// Adopted by the qos feature when it is registered; refused only without it.
+	return []string{fmt.Sprintf("QoS state (%d rate-limit flows on %s tables 58-59, %d QoS and %d Queue rows in OVSDB): the qos extension is not enabled ([agent] extensions = qos)",
 		qos, h.Layout.Integration, h.QoSRows, h.QueueRows)}
 }
 
@@ -122,7 +123,8 @@ func unrebuiltTrunk(h HostState) []string {
 		return nil
 	}
 	sort.Strings(trunks)
-	return []string{fmt.Sprintf("trunk bridges (%s): trunk ports are not supported by ovs-agent yet", strings.Join(trunks, ", "))}
+	// Rewired by the trunk handler when it is registered; refused only without it.
+	return []string{fmt.Sprintf("trunk bridges (%s): the trunk handler is off ([ovs] trunk_enabled = False)", strings.Join(trunks, ", "))}
 }
 
 func unrebuiltLog(h HostState) []string {

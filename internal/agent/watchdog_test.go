@@ -181,7 +181,7 @@ func TestWatchdogReportsStuckBatch(t *testing.T) {
 	opt := testOpts(true)
 	opt.StuckAfter = 50 * time.Millisecond
 	h := &harness{t: t, sw: sw, fl: fl, srv: srv, m: metrics.New(), batches: make(chan bool, 1), done: make(chan error, 1)}
-	h.a = New(opt, Deps{Switch: sw, Flows: fl, Plugin: srv, Cache: srv, Reporter: srv, Metrics: h.m,
+	h.a = newTestAgent(opt, Deps{Switch: sw, Flows: fl, Plugin: srv, Cache: srv, Reporter: srv, Metrics: h.m,
 		Log: slog.New(slog.NewTextHandler(logs, nil)),
 		AfterBatch: func(bool) {
 			select {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/neutron"
@@ -21,16 +22,19 @@ type fakeHost struct {
 	events  []any
 }
 
-func (h *fakeHost) Touch(o ...string)            { h.touched = append(h.touched, o...) }
-func (h *fakeHost) Layout() feature.BridgeLayout { return h.layout }
-func (h *fakeHost) Cookie(string) uint64         { return 0 }
-func (h *fakeHost) Log() *slog.Logger            { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-func (h *fakeHost) Notify(d any)                 { h.events = append(h.events, d) }
-func (h *fakeHost) reset()                       { h.touched, h.events = nil, nil }
-func (h *fakeHost) wasTouched() bool             { return len(h.touched) > 0 }
-func (h *fakeHost) String() string               { return strings.Join(h.touched, ",") }
-func (h *fakeHost) lastEvent() any               { return h.events[len(h.events)-1] }
-func (h *fakeHost) hasEvents() bool              { return len(h.events) > 0 }
+func (h *fakeHost) Touch(o ...string)                       { h.touched = append(h.touched, o...) }
+func (h *fakeHost) Layout() feature.BridgeLayout            { return h.layout }
+func (h *fakeHost) Cookie(string) uint64                    { return 0 }
+func (h *fakeHost) Log() *slog.Logger                       { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func (h *fakeHost) Notify(d any)                            { h.events = append(h.events, d) }
+func (h *fakeHost) Now() time.Time                          { return time.Unix(0, 0) }
+func (h *fakeHost) Backoff(int) time.Duration               { return time.Second }
+func (h *fakeHost) ObserveRPC(string, time.Duration, error) {}
+func (h *fakeHost) reset()                                  { h.touched, h.events = nil, nil }
+func (h *fakeHost) wasTouched() bool                        { return len(h.touched) > 0 }
+func (h *fakeHost) String() string                          { return strings.Join(h.touched, ",") }
+func (h *fakeHost) lastEvent() any                          { return h.events[len(h.events)-1] }
+func (h *fakeHost) hasEvents() bool                         { return len(h.events) > 0 }
 
 type subnetCall struct {
 	subnet   string

@@ -33,20 +33,28 @@
 //     (UnrebuiltState refuses while any feature names some).
 //   - Reporter: its name in report_state's `extensions` and its part of
 //     the configurations.
+//   - Waiter: it still waits on the server (the firewall's security
+//     groups): the stale-flow sweep and the in-sync state wait for it.
+//   - FlowObserver: told which owners' flows went into a bridge, and when
+//     the stale flows are swept.
+//   - Adopter: told once what the bridges held at start.
+//   - SecurityGroupHandler: told of security-group rule and member changes.
 //
 // Metrics: a feature registers its families on the *metrics.Metrics the
 // wiring gives it (metrics.Metrics.NewCounter / NewGauge) when it is built.
 //
 // Features are built and registered in one place, cmd/ovs-agent
 // (features.go, from the configuration), and passed to the agent in
-// agent.Deps.Features. The pipeline and the firewall are built in by the
-// agent itself and come first: their owner kinds are reserved (Reserved).
+// agent.Deps.Features. The pipeline (pipeline.Source over the loop's
+// pipeline state) is registered by the agent itself and comes first; the
+// OVS firewall (internal/secgroup) is built in features.go like any other.
 package feature
 
 import (
 	"context"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/ovsagent/ovsagent/internal/openflow"
 )
@@ -75,6 +83,18 @@ type FlowSource interface {
 	Flows(owners []string) (flows map[string]map[string][]openflow.Flow, errs map[string]error)
 }
 
+// PortFlows is implemented by a FlowSource with an owner per port that
+// holds the port's own flows (the pipeline's port:, the firewall's
+// fw:port:). While the switch rejects such an owner's latest flows the
+// port is not reported up, and it is held on the dead VLAN when the bridge
+// has none of the owner's earlier flows (fail closed).
+type PortFlows interface {
+	// PortOwner is the port's owner.
+	PortOwner(portID string) string
+	// OwnerPort is the port whose owner this is (ok false: not a port's).
+	OwnerPort(owner string) (portID string, ok bool)
+}
+
 // Dependents is implemented by a FlowSource whose owners' flows depend on
 // other owners' objects: when owner changes, these are recomputed too.
 type Dependents interface {
@@ -93,6 +113,14 @@ type Host interface {
 	Cookie(bridge string) uint64
 	// Log is the agent's logger.
 	Log() *slog.Logger
+	// Now is the loop's clock (the agent's, faked in tests).
+	Now() time.Time
+	// Backoff is the wait after failures failures in a row (the agent's
+	// retry_min/retry_max doubling, the one back-off of the loop).
+	Backoff(failures int) time.Duration
+	// ObserveRPC records a server call the feature made (metrics, and
+	// whether the server answers: the agent's view of the server).
+	ObserveRPC(method string, took time.Duration, err error)
 	// Notify hands data to the feature's HandleEvent on the loop (the
 	// feature must implement EventHandler). It is the one Host method safe
 	// from any goroutine, and never blocks; like every event, it wakes the
@@ -140,7 +168,19 @@ type Port struct {
 	PhysicalNetwork string
 	SegmentationID  *int
 	DeviceOwner     string
+	// From the port's details, what the firewall filters by.
+	PortSecurity bool
+	// Filtered: the pipeline sends the port's traffic through the firewall
+	// (port security on and not a trusted network:* port).
+	Filtered            bool
+	SecurityGroups      []string
+	FixedIPs            []string
+	AllowedAddressPairs []AddressPair
 }
+
+// AddressPair is a port's allowed address pair as the server gives it (IP
+// may be a CIDR, MAC may be empty).
+type AddressPair struct{ MAC, IP string }
 
 // PortHandler is a feature that follows the port lifecycle.
 type PortHandler interface {
@@ -191,6 +231,36 @@ type Syncer interface {
 // the server through the edges it was built with.
 type Runner interface {
 	Run(ctx context.Context)
+}
+
+// Waiter is a feature whose state waits on the server (the firewall's
+// security groups): while Waiting, the stale-flow sweep waits and the agent
+// is not in sync; the loop wakes at RetryAt (zero: no retry pending) for
+// the feature's next try in Sync.
+type Waiter interface {
+	Waiting() bool
+	RetryAt() time.Time
+}
+
+// FlowObserver is told what the loop did with the flows.
+type FlowObserver interface {
+	// FlowsApplied: these owners' flows on bridge went in (changed or
+	// deleted), whichever feature owns them.
+	FlowsApplied(bridge string, owners []string)
+	// Swept: the stale flows of earlier runs are gone from every bridge.
+	Swept()
+}
+
+// Adopter is told, once at start (and in a takeover plan), the flows the
+// bridges held when the agent adopted them (nil when unknown).
+type Adopter interface {
+	Adopt(installed func(bridge string) []openflow.Flow)
+}
+
+// SecurityGroupHandler is told that the rules or members of these security
+// groups changed (none named: any may have).
+type SecurityGroupHandler interface {
+	SecurityGroupsChanged(ids []string)
 }
 
 // Resyncer is told of a full resync: state it caches from the server may

@@ -45,7 +45,7 @@
 //   - After a port's flows change, the conntrack entries with ct_mark=1 in
 //     its zone (its local VLAN) are deleted, as the reference's
 //     _delete_invalid_conntrack_entries_for_port does: not a flow, so the
-//     agent's job (internal/agent/conntrack.go).
+//     job of internal/secgroup (conntrack.go).
 //   - Config.HWOffload is br-int other_config:hw-offload=true (ingress
 //     replies by NORMAL); Port.EgressDirectPatch is set only with
 //     explicitly_egress_direct: patch-tun's ofport for tunnelled networks,

@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"slices"
 	"sort"
+	"sync"
 )
 
 // Topics the agent consumes besides the neutron-vo-* push topics.
@@ -146,6 +149,12 @@ type ConsumerConfig struct {
 	// OnPushError, if set, sees pushes the cache could not decode (besides the error
 	// returned to the transport).
 	OnPushError func(rtype string, err error)
+	// Versions, if set, chooses the push topics of the negotiated types
+	// (neutron-vo-<type>-<PushVersion>) and, when a version changes, Serve adds that
+	// topic and then calls OnVersions (ask for a report carrying the new versions: the
+	// queue must be bound before the server pushes at that version only).
+	Versions   *Negotiator
+	OnVersions func()
 }
 
 // Subscription is one topic and its endpoints.
@@ -162,7 +171,7 @@ func (cfg ConsumerConfig) Subscriptions() []Subscription {
 	var subs []Subscription
 	if cfg.Cache != nil {
 		for _, rt := range CachedTypes {
-			subs = append(subs, Subscription{Topic: PushTopic(rt), Endpoints: []Endpoint{cfg.pushEndpoint(rt)}})
+			subs = append(subs, Subscription{Topic: PushTopicAt(rt, cfg.Versions.PushVersion(rt)), Endpoints: []Endpoint{cfg.pushEndpoint(rt)}})
 		}
 	}
 	if cfg.Handler != nil {
@@ -177,11 +186,50 @@ func (cfg ConsumerConfig) Subscriptions() []Subscription {
 	return subs
 }
 
-// Serve registers every subscription on srv.
+// Serve registers every subscription on srv, and with Versions the push topic of each
+// version agreed later.
 func (cfg ConsumerConfig) Serve(srv Server) error {
+	var mu sync.Mutex
+	served := map[string]bool{}
+	serve := func(topic string, eps ...Endpoint) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if served[topic] {
+			return nil
+		}
+		if err := srv.Serve(topic, eps...); err != nil {
+			return fmt.Errorf("neutron: consume %s: %w", topic, err)
+		}
+		served[topic] = true
+		return nil
+	}
+	if cfg.Versions != nil && cfg.Cache != nil {
+		// Registered before the first subscriptions, so no change falls between them.
+		// The topic of the version reported before stays served: the server pushes it
+		// until it has the new report, and other agents may still report it.
+		// The new topic is served before the pull that proved the version returns:
+		// the server always pushes at its own version, and an API process may push
+		// only there for up to a minute after the report (its version set is re-read
+		// from the database every 60 s; the report's fanout reaches RPC workers only),
+		// so the objects that pull brought must not change unseen meanwhile. Serve
+		// does not wait for a broker that is down.
+		cfg.Versions.OnChange(func(rtype, version string) {
+			if !slices.Contains(CachedTypes, rtype) {
+				return
+			}
+			topic := PushTopicAt(rtype, version)
+			if err := serve(topic, cfg.pushEndpoint(rtype)); err != nil {
+				slog.Error("neutron: push topic of the agreed version not consumed; the version stays unreported", "topic", topic, "err", err)
+				return
+			}
+			if cfg.OnVersions != nil {
+				go cfg.OnVersions()
+			}
+		})
+	}
 	for _, s := range cfg.Subscriptions() {
-		if err := srv.Serve(s.Topic, s.Endpoints...); err != nil {
-			return fmt.Errorf("neutron: consume %s: %w", s.Topic, err)
+		if err := serve(s.Topic, s.Endpoints...); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -207,6 +255,11 @@ func (cfg ConsumerConfig) pushEndpoint(rtype string) Endpoint {
 				}
 			}
 			cfg.Cache.ApplyPush(p)
+			if p.EventType == EventUpdated {
+				for _, r := range p.Resources {
+					cfg.Versions.Saw(r)
+				}
+			}
 			return nil, nil
 		},
 	}}

@@ -25,7 +25,8 @@ const (
 
 // ResourceVersions are the OVO versions this agent speaks for the types it caches (Zed /
 // 2023.1). The server pushes the version an agent reported, so these select both the push
-// topics we consume and what bulk_pull returns.
+// topics we consume and what bulk_pull returns. For the types of VersionLadders they are
+// the baseline: the agent negotiates newer ones with its server (versions.go).
 var ResourceVersions = map[string]string{
 	TypePort:              "1.7",
 	TypeNetwork:           "1.1",
@@ -38,9 +39,12 @@ var ResourceVersions = map[string]string{
 	TypeQosPolicy: "1.10",
 }
 
-// ReportedResourceVersions is the full resource_versions map the reference OVS agent
+// ReportedResourceVersions is the full resource_versions map the Zed reference OVS agent
 // reports (every OVO type registered in its process, extensions included). The server
-// keeps it per agent to decide which versions to push, so it mirrors the reference.
+// keeps it per agent to decide which versions to push, so it mirrors the reference; the
+// negotiated types (VersionLadders) are reported at the version agreed with the server
+// (Negotiator.Reported): 2025.1 and 2026.2 report the types that are not negotiated at
+// these same versions.
 var ReportedResourceVersions = map[string]string{
 	"AddressGroup":       "1.2",
 	"Agent":              "1.1",
@@ -88,9 +92,15 @@ func RegisterType(rtype, version string, fresh func() DecodableResource) {
 	CachedTypes = append(CachedTypes, rtype)
 }
 
-// PushTopic is the fanout topic the server pushes a resource type on.
+// PushTopic is the fanout topic the server pushes a resource type on at its
+// ResourceVersions version (a negotiated type's baseline).
 func PushTopic(rtype string) string {
-	return "neutron-vo-" + rtype + "-" + ResourceVersions[rtype]
+	return PushTopicAt(rtype, ResourceVersions[rtype])
+}
+
+// PushTopicAt is the fanout topic the server pushes rtype on at version.
+func PushTopicAt(rtype, version string) string {
+	return "neutron-vo-" + rtype + "-" + version
 }
 
 // Resource is any decoded top-level OVO the cache holds.

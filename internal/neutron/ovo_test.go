@@ -220,7 +220,7 @@ func TestDecodeErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.in == nil {
-				r, err := DecodeResource(prim("Port", "1.11", `{"id": "p", "hints": {"x": 1}, "trusted": true}`))
+				r, err := DecodeResource(prim("Port", "1.11", `{"id": "p", "hints": `+string(prim("PortHints", "1.0", `{"port_id": "p", "hints": "{\"openvswitch\": {\"other_config\": {\"tx-steering\": \"hash\"}}}"}`))+`, "trusted": true, "future_field": [1]}`))
 				if err != nil || r.ResourceID() != "p" {
 					t.Fatalf("newer minor: %v %v", r, err)
 				}

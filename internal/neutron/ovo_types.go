@@ -4,7 +4,9 @@ package neutron
 // nested lists and objects decode with plain encoding/json; marshalling gives the plain
 // data form (used by golden files and logs), not the envelope.
 
-// Port is Port 1.x (1.7 in Zed).
+// Port is Port 1.x: 1.7 in Zed, up to 1.11 (2026.2) decoded; the fields 1.8-1.11 added
+// are kept as sent (hints, hardware_offload_type, trusted, pvlan_type, pvlan_community;
+// the server leaves an unset one out).
 type Port struct {
 	ID                   string               `json:"id"`
 	ProjectID            string               `json:"project_id,omitempty"`
@@ -27,6 +29,11 @@ type Port struct {
 	NumaAffinityPolicy   string               `json:"numa_affinity_policy,omitempty"`
 	DeviceProfile        string               `json:"device_profile,omitempty"`
 	PropagateUplinkState *bool                `json:"propagate_uplink_status,omitempty"`
+	Hints                *MiscDict            `json:"hints,omitempty"`                 // 1.8, PortHints.hints
+	HardwareOffloadType  string               `json:"hardware_offload_type,omitempty"` // 1.9
+	Trusted              *bool                `json:"trusted,omitempty"`               // 1.10
+	PVLANType            string               `json:"pvlan_type,omitempty"`            // 1.11
+	PVLANCommunity       string               `json:"pvlan_community,omitempty"`       // 1.11
 	RevisionNumber       int64                `json:"revision_number"`
 	CreatedAt            string               `json:"created_at,omitempty"`
 	UpdatedAt            string               `json:"updated_at,omitempty"`
@@ -193,7 +200,7 @@ func (s *PortSecurity) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// Network is Network 1.1.
+// Network is Network 1.1 (Zed) to 1.3 (2026.2): 1.2 added qinq, 1.3 pvlan.
 type Network struct {
 	ID                    string           `json:"id"`
 	ProjectID             string           `json:"project_id,omitempty"`
@@ -208,6 +215,8 @@ type Network struct {
 	Segments              []NetworkSegment `json:"segments"`
 	DNSDomain             string           `json:"dns_domain,omitempty"`
 	QosPolicyID           string           `json:"qos_policy_id,omitempty"`
+	QinQ                  *bool            `json:"qinq,omitempty"`  // 1.2
+	PVLAN                 *bool            `json:"pvlan,omitempty"` // 1.3
 	RevisionNumber        int64            `json:"revision_number"`
 	CreatedAt             string           `json:"created_at,omitempty"`
 	UpdatedAt             string           `json:"updated_at,omitempty"`
@@ -226,7 +235,7 @@ func (n *Network) ResourceID() string { return n.ID }
 // Revision implements Resource.
 func (n *Network) Revision() int64 { return n.RevisionNumber }
 
-// Subnet is Subnet 1.1.
+// Subnet is Subnet 1.1 (Zed) or 1.2 (2025.1 on: external).
 type Subnet struct {
 	ID                string             `json:"id"`
 	ProjectID         string             `json:"project_id,omitempty"`
@@ -246,6 +255,7 @@ type Subnet struct {
 	IPv6RAMode        string             `json:"ipv6_ra_mode,omitempty"`
 	IPv6AddressMode   string             `json:"ipv6_address_mode,omitempty"`
 	ServiceTypes      []string           `json:"service_types,omitempty"`
+	External          *bool              `json:"external,omitempty"` // 1.2
 	RevisionNumber    int64              `json:"revision_number"`
 	CreatedAt         string             `json:"created_at,omitempty"`
 	UpdatedAt         string             `json:"updated_at,omitempty"`
@@ -304,7 +314,8 @@ func (r *Route) UnmarshalJSON(b []byte) error {
 	return unwrap(b, "Route", "1.0", (*plain)(r))
 }
 
-// SecurityGroup is SecurityGroup 1.5.
+// SecurityGroup is SecurityGroup 1.5 (Zed) or 1.6 (2025.1 on: its rules at
+// SecurityGroupRule 1.3).
 type SecurityGroup struct {
 	ID             string              `json:"id"`
 	Name           string              `json:"name,omitempty"`
@@ -345,6 +356,7 @@ type SecurityGroupRule struct {
 	RemoteIPPrefix       string     `json:"remote_ip_prefix,omitempty"`
 	RemoteAddressGroupID string     `json:"remote_address_group_id,omitempty"`
 	NormalizedCIDR       string     `json:"normalized_cidr,omitempty"`
+	BelongsToDefaultSG   bool       `json:"belongs_to_default_sg,omitempty"` // 1.3
 	RevisionNumber       int64      `json:"revision_number"`
 	CreatedAt            string     `json:"created_at,omitempty"`
 	UpdatedAt            string     `json:"updated_at,omitempty"`

@@ -86,6 +86,12 @@ type (
 		DistributedBindings []vo[bindingData] `json:"distributed_bindings"`
 		FixedIPs            []vo[ipAllocData] `json:"fixed_ips"`
 		Security            *vo[secData]      `json:"security"`
+		Hints               *vo[hintsData]    `json:"hints"`
+	}
+	// hintsData is PortHints 1.0 (Port 1.8).
+	hintsData struct {
+		PortID string   `json:"port_id"`
+		Hints  MiscDict `json:"hints"`
 	}
 	networkPlain Network
 	networkWire  struct {
@@ -163,6 +169,9 @@ func decodePort(b []byte, p *Port) error {
 		return err
 	}
 	if out.Security, err = optional(d.Security, "PortSecurity", "", "1.0", security); err != nil {
+		return err
+	}
+	if out.Hints, err = optional(d.Hints, "PortHints", "", "1.0", func(h *hintsData) MiscDict { return h.Hints }); err != nil {
 		return err
 	}
 	if out.BindingLevels, err = convList(d.BindingLevels, "PortBindingLevel", "", "1.1", func(x *levelWire) (PortBindingLevel, error) {

@@ -186,10 +186,16 @@ type Reporter struct {
 	Synced func() bool
 	// OnReport, if set, receives every outcome ("revived" asks for a full resync).
 	OnReport func(result string, err error)
+	// ResourceVersions, if set, gives the resource_versions map and its generation
+	// (Negotiator.Reported); nil reports ReportedResourceVersions. Like the reference,
+	// the map goes with the first successful report only; unlike it, again after its
+	// generation changed (a version agreed with the server later, versions.go).
+	ResourceVersions func() (map[string]string, uint64)
 
 	mu           sync.Mutex
 	startFlag    bool
 	versionsSent bool
+	sentGen      uint64
 	initDone     bool
 	kick         chan struct{}
 }
@@ -211,15 +217,36 @@ func (r *Reporter) ForceStartFlag() {
 	r.mu.Lock()
 	r.startFlag = true
 	r.mu.Unlock()
+	r.Kick()
+}
+
+// Kick asks for a report now (a Run loop sends it; a report already asked for is
+// not doubled).
+func (r *Reporter) Kick() {
+	r.init()
 	select {
 	case r.kick <- struct{}{}:
 	default:
 	}
 }
 
+func (r *Reporter) versions() (map[string]string, uint64) {
+	if r.ResourceVersions == nil {
+		return ReportedResourceVersions, 0
+	}
+	return r.ResourceVersions()
+}
+
 // State builds the agent_state the next report would send.
 func (r *Reporter) State(cfg AgentConfigurations) AgentState {
+	st, _ := r.state(cfg)
+	return st
+}
+
+// state is State and the generation of the versions it carries.
+func (r *Reporter) state(cfg AgentConfigurations) (AgentState, uint64) {
 	r.init()
+	versions, gen := r.versions()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := AgentState{
@@ -231,10 +258,10 @@ func (r *Reporter) State(cfg AgentConfigurations) AgentState {
 		UUID:           uuid.NewString(),
 		Configurations: cfg,
 	}
-	if !r.versionsSent {
-		st.ResourceVersions = ReportedResourceVersions
+	if !r.versionsSent || gen != r.sentGen {
+		st.ResourceVersions = versions
 	}
-	return st
+	return st, gen
 }
 
 // ReportOnce sends one report now and updates start_flag / resource_versions state.
@@ -247,7 +274,7 @@ func (r *Reporter) ReportOnce(ctx context.Context) (string, error) {
 		return "", ErrReportSkipped
 	}
 	synced := r.Synced == nil || r.Synced()
-	st := r.State(cfg)
+	st, gen := r.state(cfg)
 	timeout := r.Interval
 	if timeout <= 0 {
 		timeout = 30 * time.Second
@@ -255,7 +282,9 @@ func (r *Reporter) ReportOnce(ctx context.Context) (string, error) {
 	res, err := r.Client.ReportState(ctx, st, timeout)
 	if err == nil {
 		r.mu.Lock()
-		r.versionsSent = true
+		if st.ResourceVersions != nil {
+			r.versionsSent, r.sentGen = true, gen
+		}
 		if synced {
 			r.startFlag = false
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -35,6 +36,9 @@ type Client struct {
 	DeviceListStep int
 	// Timeout of plugin calls; 0 uses the transport default (rpc_response_timeout).
 	Timeout time.Duration
+	// Versions, if set, negotiates the OVO versions of pulls with the server
+	// (versions.go); nil pulls every type at ResourceVersions.
+	Versions *Negotiator
 }
 
 // NewClient returns a client sending as host (CONF.host).
@@ -76,16 +80,112 @@ func (c *Client) HasAliveNeutronServer(ctx context.Context) (bool, error) {
 	return alive != nil && *alive, nil
 }
 
-// BulkPull fetches every resource of rtype matching filter (q-plugin 1.1) at the version
-// this agent speaks. It implements Puller.
+// BulkPull fetches every resource of rtype matching filter (q-plugin 1.1). A type the
+// Versions negotiator handles is asked for at its negotiated version, one version lower
+// after each refusal (versions.go); the others at ResourceVersions. It implements Puller.
 func (c *Client) BulkPull(ctx context.Context, rtype string, filter Filter) ([]Resource, error) {
-	ver, ok := ResourceVersions[rtype]
-	if !ok {
-		return nil, fmt.Errorf("neutron: bulk_pull: unknown resource type %q", rtype)
-	}
 	if filter == nil {
 		filter = Filter{}
 	}
+	neg := c.Versions
+	if !neg.Negotiates(rtype) {
+		ver, ok := ResourceVersions[rtype]
+		if !ok {
+			return nil, fmt.Errorf("neutron: bulk_pull: unknown resource type %q", rtype)
+		}
+		return c.bulkPullAt(ctx, rtype, ver, filter)
+	}
+	unlock, unproven := neg.lockUnproven(rtype)
+	defer unlock()
+	ids, byID := filter["id"]
+	if !unproven || !byID || len(filter) != 1 || len(ids) < 2 {
+		return c.negotiatedPull(ctx, rtype, filter)
+	}
+	// Unproven: one id first, so that a refusal costs the server one object, not
+	// thousands (bulk_pull has no pager: it loads every match before the first
+	// obj_to_primitive raises).
+	first, err := c.negotiatedPull(ctx, rtype, Filter{"id": ids[:1]})
+	if err != nil {
+		return nil, err
+	}
+	rest, err := c.negotiatedPull(ctx, rtype, Filter{"id": ids[1:]})
+	if err != nil {
+		return nil, err
+	}
+	return append(first, rest...), nil
+}
+
+// negotiatedPull pulls at the negotiated version, stepping down on refusals.
+func (c *Client) negotiatedPull(ctx context.Context, rtype string, filter Filter) ([]Resource, error) {
+	for {
+		ver := c.Versions.PullVersion(rtype)
+		rs, err := c.bulkPullAt(ctx, rtype, ver, filter)
+		if IsVersionRefused(err) && c.Versions.Refused(rtype, ver) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		c.Versions.Produced(rtype, ver, len(rs))
+		if rtype == TypePort && len(rs) > 0 {
+			c.probeRelated(rs[0])
+		}
+		return rs, nil
+	}
+}
+
+// ProbeVersions pulls r back by id to settle the version of its type (Negotiator.Saw);
+// the object is not kept.
+func (c *Client) ProbeVersions(r Resource) {
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if _, err := c.BulkPull(ctx, r.ResourceType(), Filter{"id": {r.ResourceID()}}); err != nil {
+		slog.Warn("neutron: version probe failed; the type stays at the version agreed so far", "type", r.ResourceType(), "err", err)
+	}
+}
+
+// probeRelated settles, off the caller's path, the versions of the types a port
+// names that are still unproven: the agent may never pull them (networks and subnets
+// usually reach the cache by push), and without a pull they would stay at the
+// baseline. One small bulk_pull per type, once a pull returned a port; the objects are
+// not kept (the agent pulls what it needs itself).
+func (c *Client) probeRelated(r Resource) {
+	p, ok := r.(*Port)
+	if !ok || !c.Versions.startProbe() {
+		return
+	}
+	probes := map[string]Filter{TypeNetwork: {"id": {p.NetworkID}}}
+	if len(p.FixedIPs) > 0 {
+		probes[TypeSubnet] = Filter{"id": {p.FixedIPs[0].SubnetID}}
+	}
+	if len(p.SecurityGroupIDs) > 0 {
+		probes[TypeSecurityGroup] = Filter{"id": {p.SecurityGroupIDs[0]}}
+		probes[TypeSecurityGroupRule] = Filter{"security_group_id": {p.SecurityGroupIDs[0]}}
+	}
+	go func() {
+		defer c.Versions.endProbe()
+		timeout := c.Timeout
+		if timeout <= 0 {
+			timeout = time.Minute
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		for rt, f := range probes {
+			if c.Versions.Confirmed(rt) {
+				continue
+			}
+			if _, err := c.BulkPull(ctx, rt, f); err != nil {
+				slog.Warn("neutron: version probe failed; the type stays at the version agreed so far", "type", rt, "err", err)
+			}
+		}
+	}()
+}
+
+func (c *Client) bulkPullAt(ctx context.Context, rtype, ver string, filter Filter) ([]Resource, error) {
 	args := map[string]any{"resource_type": rtype, "version": ver, "filter_kwargs": filter}
 	var raw json.RawMessage
 	if err := c.call(ctx, pluginTarget("1.1"), "bulk_pull", args, 0, &raw); err != nil {
@@ -101,12 +201,36 @@ func (c *Client) BulkPull(ctx context.Context, rtype string, filter Filter) ([]R
 	return rs, nil
 }
 
-// Pull fetches one resource by id (q-plugin 1.1); nil if the server has none.
+// Pull fetches one resource by id (q-plugin 1.1); nil if the server has none. Versions
+// as BulkPull.
 func (c *Client) Pull(ctx context.Context, rtype, id string) (Resource, error) {
-	ver, ok := ResourceVersions[rtype]
-	if !ok {
-		return nil, fmt.Errorf("neutron: pull: unknown resource type %q", rtype)
+	neg := c.Versions
+	if !neg.Negotiates(rtype) {
+		ver, ok := ResourceVersions[rtype]
+		if !ok {
+			return nil, fmt.Errorf("neutron: pull: unknown resource type %q", rtype)
+		}
+		return c.pullAt(ctx, rtype, ver, id)
 	}
+	for {
+		ver := neg.PullVersion(rtype)
+		r, err := c.pullAt(ctx, rtype, ver, id)
+		if IsVersionRefused(err) && neg.Refused(rtype, ver) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		if r != nil {
+			n = 1
+		}
+		neg.Produced(rtype, ver, n)
+		return r, nil
+	}
+}
+
+func (c *Client) pullAt(ctx context.Context, rtype, ver, id string) (Resource, error) {
 	args := map[string]any{"resource_type": rtype, "version": ver, "resource_id": id}
 	var raw json.RawMessage
 	if err := c.call(ctx, pluginTarget("1.1"), "pull", args, 0, &raw); err != nil {

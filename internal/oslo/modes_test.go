@@ -19,9 +19,12 @@ import (
 )
 
 // These tests run the real oslo.messaging against the RabbitMQ on 127.0.0.1:5672, each
-// in a vhost of its own: the newest release from the mirror of its repository
-// (OSLO_MESSAGING_SRC, default /work/.mirror/openstack+oslo.messaging/repo, HEAD) and
-// the Zed one installed with python3-oslo.messaging.
+// in a vhost of its own: the newest one and the Zed one installed with python3-oslo.messaging.
+// The newest is, in this order: HEAD of the git repository $OSLO_MESSAGING_SRC; the one of
+// refenv's 2026.2 chroot (python3-oslo.messaging 18.x, what the 2026.2 server and reference
+// agent run: refenv/release.sh makes it, .ci/run sets it up before the unit tests); HEAD of
+// a mirror of the repository at /work/.mirror/openstack+oslo.messaging/repo. Only its
+// oslo_messaging package is put on PYTHONPATH: kombu and amqp stay the host's.
 
 // testVhost creates a vhost for guest and deletes it (and all in it) after the test.
 func testVhost(t *testing.T) string {
@@ -48,15 +51,25 @@ func testVhost(t *testing.T) string {
 	return vh
 }
 
-// newestOslo extracts HEAD of the oslo.messaging mirror once per test binary.
+// newestOsloChroot is where refenv's 2026.2 chroot has oslo.messaging.
+const newestOsloChroot = "/var/lib/ovsagent-refenv/2026.2/usr/lib/python3/dist-packages/oslo_messaging"
+
+// newestOslo makes, once per test binary, a directory whose oslo_messaging is the newest.
 var newestOslo = sync.OnceValues(func() (string, error) {
 	src := os.Getenv("OSLO_MESSAGING_SRC")
-	if src == "" {
-		src = "/work/.mirror/openstack+oslo.messaging/repo"
-	}
 	dir, err := os.MkdirTemp("", "oslo-messaging-head-")
 	if err != nil {
 		return "", err
+	}
+	if src == "" {
+		if _, err := os.Stat(filepath.Join(newestOsloChroot, "__init__.py")); err == nil {
+			return dir, os.Symlink(newestOsloChroot, filepath.Join(dir, "oslo_messaging"))
+		}
+		src = "/work/.mirror/openstack+oslo.messaging/repo"
+		if _, err := os.Stat(src); err != nil {
+			return "", fmt.Errorf("no newest oslo.messaging: neither %s (RELEASE=2026.2 AGENT=none refenv/setup.sh) nor %s; "+
+				"OSLO_MESSAGING_SRC=<a git clone of openstack/oslo.messaging>", newestOsloChroot, src)
+		}
 	}
 	cmd := exec.Command("sh", "-c", `git -C "$1" archive HEAD oslo_messaging | tar -x -C "$2"`, "sh", src, dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -283,17 +296,22 @@ func rabbitModes(qmHost string) []rabbitMode {
 // TestDeclareModesMatchOslo: for every messaging mode, ovs-agent and oslo.messaging with
 // the same settings share one vhost without a 406, whichever comes first, and the queues
 // and exchanges are the same (flags and arguments).
+//
+// The modes run in parallel (-parallel, GOMAXPROCS by default): each has its own vhost and
+// queue manager names, and most of a mode's time is one process starting (a Python peer
+// importing oslo.messaging, rabbitmqctl booting an Erlang VM) on one core.
 func TestDeclareModesMatchOslo(t *testing.T) {
-	base := uniq("qm")
-	t.Cleanup(func() {
-		for _, h := range []string{base + "-a", base + "-b"} {
-			for _, p := range []string{"oslo", "ovs-agent"} {
-				_ = os.Remove("/dev/shm/" + h + "_" + p + "_qmanager")
-			}
-		}
-	})
 	for i := range rabbitModes("") {
 		t.Run(rabbitModes("")[i].name, func(t *testing.T) {
+			t.Parallel()
+			base := uniq("qm")
+			t.Cleanup(func() {
+				for _, h := range []string{base + "-a", base + "-b"} {
+					for _, p := range []string{"oslo", "ovs-agent"} {
+						_ = os.Remove("/dev/shm/" + h + "_" + p + "_qmanager")
+					}
+				}
+			})
 			vh := testVhost(t)
 			type side struct {
 				tr    *testTransport

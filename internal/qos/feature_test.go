@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/neutron"
@@ -18,12 +19,15 @@ type fakeHost struct {
 	layout  feature.BridgeLayout
 }
 
-func (h *fakeHost) Touch(owners ...string)       { h.touched = append(h.touched, owners...) }
-func (h *fakeHost) Layout() feature.BridgeLayout { return h.layout }
-func (h *fakeHost) Cookie(string) uint64         { return 0 }
-func (h *fakeHost) Log() *slog.Logger            { return slog.Default() }
-func (h *fakeHost) Notify(any)                   {}
-func (h *fakeHost) take() []string               { t := h.touched; h.touched = nil; sort.Strings(t); return t }
+func (h *fakeHost) Touch(owners ...string)                  { h.touched = append(h.touched, owners...) }
+func (h *fakeHost) Layout() feature.BridgeLayout            { return h.layout }
+func (h *fakeHost) Cookie(string) uint64                    { return 0 }
+func (h *fakeHost) Log() *slog.Logger                       { return slog.Default() }
+func (h *fakeHost) Notify(any)                              {}
+func (h *fakeHost) Now() time.Time                          { return time.Now() }
+func (h *fakeHost) Backoff(int) time.Duration               { return time.Millisecond }
+func (h *fakeHost) ObserveRPC(string, time.Duration, error) {}
+func (h *fakeHost) take() []string                          { t := h.touched; h.touched = nil; sort.Strings(t); return t }
 
 func TestFeatureNetworkPolicyAndPhysical(t *testing.T) {
 	sw := newFakeSwitch()

@@ -3,6 +3,7 @@ package qos
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/ovsagent/ovsagent/internal/neutron"
 	of "github.com/ovsagent/ovsagent/internal/openflow"
@@ -30,6 +31,10 @@ type Manager struct {
 	plans    map[string]Plan
 	errs     map[string]error
 	ids      map[string]uint32 // meter key → id, every port's
+	// unclaimed are the meter keys found on the host (held) whose port has no plan
+	// yet, by key → port id: their meters stay until the port is planned or goes
+	// (Keep), so that a restart or takeover never lifts a limit in between.
+	unclaimed map[string]string
 }
 
 // NewManager starts with the meter ids found on the host (ParseMeterIDs of every
@@ -37,11 +42,77 @@ type Manager struct {
 // switch's (openflow.MeterFeatures.MaxMeter).
 func NewManager(opts Options, maxMeter uint32, held map[string]uint32) *Manager {
 	ids := make(map[string]uint32, len(held))
+	unclaimed := map[string]string{}
 	for k, v := range held {
 		ids[k] = v
+		if port, ok := meterKeyPort(k); ok {
+			unclaimed[k] = port
+		}
 	}
 	return &Manager{opts: opts, maxMeter: maxMeter, ports: map[string]Port{}, policies: map[string]*neutron.QosPolicy{},
-		plans: map[string]Plan{}, errs: map[string]error{}, ids: ids}
+		plans: map[string]Plan{}, errs: map[string]error{}, ids: ids, unclaimed: unclaimed}
+}
+
+// meterKeyPort is the port id of a meter key (MeterKey's inverse).
+func meterKeyPort(key string) (string, bool) {
+	_, port, _, ok := parseMeterKey(key)
+	return port, ok
+}
+
+func parseMeterKey(key string) (kind, port, dir string, ok bool) {
+	for _, kind := range []string{KindBPS, KindPPS} {
+		rest, ok := strings.CutPrefix(key, kind+"_")
+		if !ok {
+			continue
+		}
+		for _, dir := range []string{neutron.DirectionEgress, neutron.DirectionIngress} {
+			if port, ok := strings.CutSuffix(rest, "_"+dir); ok && port != "" {
+				return kind, port, dir, true
+			}
+		}
+	}
+	return "", "", "", false
+}
+
+// heldPlan is the plan a port not planned yet keeps from the host: the meters
+// its held keys name (kind and direction are in the key; the meter itself is
+// kept as found, Keep), so that its flows stay while its policy is pulled. The
+// DSCP mark and the queues cannot be known without the policy.
+func (m *Manager) heldPlan(portID string) (Plan, bool) {
+	plan := Plan{DSCP: -1}
+	for _, k := range sortedKeys(m.unclaimed) {
+		if m.unclaimed[k] != portID {
+			continue
+		}
+		if kind, _, dir, ok := parseMeterKey(k); ok {
+			plan.Meters = append(plan.Meters, MeterSpec{Key: k, Kind: kind, Direction: dir})
+		}
+	}
+	return plan, len(plan.Meters) > 0
+}
+
+// Keep are the meter ids found on the host whose port has no plan yet: the port's
+// details, or its policy, are still to come. Its meter is not deleted meanwhile (a
+// meter's deletion deletes the flows using it: the limit would be lifted until the
+// port is planned); once the port is planned the meter is its plan's, and once it is
+// removed (or wired dead) the meter goes.
+func (m *Manager) Keep() map[uint32]bool {
+	out := map[uint32]bool{}
+	for k := range m.unclaimed {
+		if id, ok := m.ids[k]; ok {
+			out[id] = true
+		}
+	}
+	return out
+}
+
+// claim ends the wait of a port's held meter keys (it is planned or gone).
+func (m *Manager) claim(portID string) {
+	for k, port := range m.unclaimed {
+		if port == portID {
+			delete(m.unclaimed, k)
+		}
+	}
 }
 
 // SetPort records a port as wired (again) and returns the owners to recompute.
@@ -54,6 +125,9 @@ func (m *Manager) SetPort(p Port) []string {
 // RemovePort forgets a port (unplugged or unwired): its flows and meters go.
 func (m *Manager) RemovePort(id string) []string {
 	if _, ok := m.ports[id]; !ok {
+		// never planned (unbound, dead at start): what it held from an earlier
+		// run is free, its meter goes at the next Sync
+		m.refresh(id)
 		return nil
 	}
 	delete(m.ports, id)
@@ -122,6 +196,7 @@ func (m *Manager) refresh(portID string) {
 			return
 		}
 	}
+	m.claim(portID)
 	old := m.plans[portID]
 	delete(m.plans, portID)
 	delete(m.errs, portID)
@@ -210,6 +285,9 @@ func (m *Manager) Flows(owners []string) (map[string][]of.Flow, map[string]error
 		}
 		p, ok := m.ports[id]
 		plan, planned := m.plans[id]
+		if ok && !planned {
+			plan, planned = m.heldPlan(id)
+		}
 		if !ok || !planned {
 			out[o] = nil
 			continue

@@ -25,7 +25,9 @@ func TestManagerLifecycle(t *testing.T) {
 	if got := m.Missing(); !reflect.DeepEqual(got, []string{"A"}) {
 		t.Fatalf("missing %v", got)
 	}
-	if fs, _ := m.Flows([]string{"qos:p1"}); len(fs["qos:p1"]) != 0 {
+	// while the policy is pulled, the flow of the meter it held stays (a restart must
+	// not lift a limit meanwhile)
+	if fs, _ := m.Flows([]string{"qos:p1"}); len(fs["qos:p1"]) != 1 || !strings.Contains(render(fs["qos:p1"])[0], "actions=meter:5,goto_table:60") {
 		t.Fatalf("flows before the policy is known: %v", fs)
 	}
 	if got := m.SetPolicy(bwPolicy("A", 10000, "egress")); !reflect.DeepEqual(got, []string{"qos:p1"}) {

@@ -89,7 +89,7 @@ func (r *Runtime) Sync(ctx context.Context) (dirty []string, err error) {
 	want, merr := r.M.Meters()
 	if merr != nil {
 		errs = append(errs, merr)
-	} else if err := SyncMeters(ctx, r.Meters, want, func(context.Context) error { return nil }); err != nil {
+	} else if err := SyncMeters(ctx, keepMeters{r.Meters, r.M.Keep()}, want, func(context.Context) error { return nil }); err != nil {
 		errs = append(errs, err)
 	}
 	sort.Strings(dirty)
@@ -203,6 +203,24 @@ func (r *Runtime) writePort(ctx context.Context, p Port, want, had portRows) err
 		return fmt.Errorf("qos: port %s: %w", p.ID, err)
 	}
 	return nil
+}
+
+// keepMeters is a bridge's meters where the ids in keep are not deleted
+// (Manager.Keep: a held meter whose port is not planned yet).
+type keepMeters struct {
+	Meters
+	keep map[uint32]bool
+}
+
+func (k keepMeters) MeterMods(ctx context.Context, mods []of.MeterMod) error {
+	out := mods[:0:0]
+	for _, m := range mods {
+		if m.Command == of.MeterDelete && k.keep[m.Meter.ID] {
+			continue
+		}
+		out = append(out, m)
+	}
+	return k.Meters.MeterMods(ctx, out)
 }
 
 var _ Meters = (*of.Conn)(nil)

@@ -25,6 +25,29 @@ func TestAgentBasicWiring(t *testing.T) {
 			t.Errorf("%s: local VLAN tag %d (%v)", vm.Tap, tag, err)
 		}
 	}
+	// The OVO versions: once the ports were pulled the server has stored the map this
+	// release's reference agent reports, and the agent consumes those push topics.
+	e.CheckReportedVersions(15 * time.Second)
+	// A port update reaches the agent as a push (at the agreed version): admin down puts
+	// vm2 on the dead VLAN, admin up brings it back.
+	for _, up := range []bool{false, true} {
+		if _, err := e.Neutron.UpdatePort(e.Ctx, vm2.Port.ID, map[string]any{"admin_state_up": up}); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		for {
+			tag, err := e.OVS.PortTag(e.Ctx, vm2.Tap)
+			if err == nil && (tag == 4095) == !up {
+				t.Logf("admin_state_up=%v pushed and applied (tag %d) %s after the update", up, tag, time.Since(t0).Round(time.Millisecond))
+				break
+			}
+			if time.Since(t0) > 15*time.Second {
+				t.Fatalf("admin_state_up=%v not applied after 15 s: tag %d (%v)", up, tag, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	e.WaitStatus(vm2.Port, "ACTIVE", 30*time.Second)
 	if d, err := vm1.PingUntil(e.Ctx, vm2.IP, 10*time.Second); err != nil {
 		t.Fatal(err)
 	} else {

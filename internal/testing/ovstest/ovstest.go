@@ -243,9 +243,14 @@ func (o *OVS) kill(bin string, sig syscall.Signal) error {
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
 			return nil
 		}
-		// a zombie child of ours is gone for our purpose
+		// a zombie child of ours is gone for our purpose, once its other threads are: the
+		// leader of a multi-threaded daemon shows Z while the others still exit, and they hold
+		// the files (the pid file's lock: a new ovs-vswitchd then said "already running as pid
+		// N, aborting" on a loaded machine)
 		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && strings.Contains(string(st), ") Z ") {
-			return nil
+			if tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid)); err != nil || len(tasks) <= 1 {
+				return nil
+			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

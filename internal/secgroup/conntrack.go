@@ -1,4 +1,4 @@
-package agent
+package secgroup
 
 import (
 	"context"
@@ -7,14 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/ovsagent/ovsagent/internal/firewall"
-	"github.com/ovsagent/ovsagent/internal/openflow"
 )
 
 // Conntrack deletes conntrack entries that the firewall marked invalid.
@@ -259,9 +255,9 @@ func (c *conntrackCleaner) run(ctx context.Context) {
 			n, err := c.ct.FlushMarked(cctx, uint16(z), c.mark)
 			cancel()
 			if err != nil {
-				c.log.Warn("agent: conntrack cleanup failed", "zone", z, "err", err)
+				c.log.Warn("firewall: conntrack cleanup failed", "zone", z, "err", err)
 			} else if n > 0 {
-				c.log.Debug("agent: conntrack entries marked invalid deleted", "zone", z, "entries", n)
+				c.log.Debug("firewall: conntrack entries marked invalid deleted", "zone", z, "entries", n)
 			}
 		}
 	}
@@ -276,37 +272,6 @@ func (c *conntrackCleaner) request(zones []uint16) {
 	select {
 	case c.in <- zones:
 	default:
-		c.log.Warn("agent: conntrack cleanup queue full; request dropped", "zones", zones)
+		c.log.Warn("firewall: conntrack cleanup queue full; request dropped", "zones", zones)
 	}
-}
-
-// conntrackZones are the zones (local VLANs) of the firewall owners in set:
-// a port's zone, or the VLAN of a remote-group address owner.
-func (a *Agent) conntrackZones(set map[string][]openflow.Flow) []uint16 {
-	if a.ct == nil {
-		return nil
-	}
-	seen := map[uint16]bool{}
-	for owner := range set {
-		kind, id, ok := firewall.ParseOwner(owner)
-		if !ok {
-			continue
-		}
-		switch kind {
-		case "port":
-			if p, ok := a.fw.Ports[id]; ok && p.VLAN != 0 {
-				seen[p.VLAN] = true
-			}
-		case "conj":
-			if v, err := strconv.ParseUint(id, 10, 16); err == nil && v != 0 {
-				seen[uint16(v)] = true
-			}
-		}
-	}
-	zones := make([]uint16, 0, len(seen))
-	for z := range seen {
-		zones = append(zones, z)
-	}
-	slices.Sort(zones)
-	return zones
 }
