@@ -7,6 +7,7 @@ import (
 
 	"github.com/ovsagent/ovsagent/internal/agent"
 	"github.com/ovsagent/ovsagent/internal/config"
+	"github.com/ovsagent/ovsagent/internal/dvr"
 	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/firewall"
 	"github.com/ovsagent/ovsagent/internal/metrics"
@@ -53,7 +54,7 @@ type featureBuilder func(featureDeps) (feature.Feature, error)
 // it is the firewall_driver; the reference always runs its trunk handler,
 // when [ovs] trunk_enabled), in this order. A builder may return no feature
 // (nil) when its own option turns it off.
-var alwaysFeatures = []featureBuilder{buildFirewall, buildTrunk}
+var alwaysFeatures = []featureBuilder{buildFirewall, buildTrunk, buildDVR}
 
 // buildFirewall is the OVS firewall (internal/secgroup) when
 // [securitygroup] enable_security_group and firewall_driver = openvswitch:
@@ -76,6 +77,25 @@ func buildFirewall(d featureDeps) (feature.Feature, error) {
 		deps.Conntrack = conntrackFor(d.Config, d.OVSDB.RunDir())
 	}
 	return secgroup.New(deps), nil
+}
+
+// buildDVR is the reference's OVSDVRNeutronAgent: with [agent]
+// enable_distributed_routing (docs/dvr.md), the DVR feature and its dvr_mac_address_update consumer. In the
+// dry-run subcommands it calls nothing.
+func buildDVR(d featureDeps) (feature.Feature, error) {
+	if d.Config == nil || !d.Config.Agent.EnableDistributedRouting {
+		return nil, nil
+	}
+	if d.DryRun || d.Client == nil || d.Cache == nil {
+		return dvr.NewFeature(dvr.Deps{}), nil
+	}
+	f := dvr.NewFeature(dvr.Deps{RPC: d.Client, Port: d.Cache.Port})
+	if d.Server != nil {
+		if err := d.Server.Serve(dvr.UpdateTopic, f.Endpoints()...); err != nil {
+			return nil, fmt.Errorf("consume %s: %w", dvr.UpdateTopic, err)
+		}
+	}
+	return f, nil
 }
 
 // buildTrunk is the reference's ovs_capabilities: the trunk handler when
@@ -190,6 +210,12 @@ func featureConfigurations(c *neutron.AgentConfigurations, fs []feature.Feature)
 			c.Extra = map[string]any{}
 		}
 		r.Configurations(c.Extra)
+		// in_distributed_mode is a typed key of the configurations (always
+		// sent, false without DVR); the dvr feature decides its value
+		if v, ok := c.Extra["in_distributed_mode"].(bool); ok {
+			c.InDistributedMode = v
+			delete(c.Extra, "in_distributed_mode")
+		}
 	}
 	sort.Strings(c.Extensions)
 }

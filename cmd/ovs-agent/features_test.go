@@ -45,7 +45,7 @@ func TestFeatureConfigurationsInReport(t *testing.T) {
 // first; this is the second lock), and no extension builds nothing.
 func TestBuildFeaturesRefusesUnknownExtension(t *testing.T) {
 	// Without a configuration: the trunk handler only (the firewall needs
-	// firewall_driver = openvswitch).
+	// firewall_driver = openvswitch, dvr enable_distributed_routing).
 	if fs, err := buildFeatures(featureDeps{}, nil); err != nil || len(fs) != 1 || fs[0].Name() != trunk.FeatureName {
 		t.Fatalf("no extensions: %d features, %v", len(fs), err)
 	}

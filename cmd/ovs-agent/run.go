@@ -255,6 +255,7 @@ func agentOptions(cfg *config.Config) agent.Options {
 		FirewallDriver: cfg.SecurityGroup.FirewallDriver, EnableSecurityGroup: cfg.SecurityGroup.EnableSecurityGroup,
 		L2Population: cfg.Agent.L2Population, ARPResponder: cfg.Agent.ARPResponder,
 		ExplicitlyEgressDirect: cfg.Agent.ExplicitlyEgressDirect,
+		Distributed:            cfg.Agent.EnableDistributedRouting,
 	}
 	for _, t := range cfg.Agent.TunnelTypes {
 		pc.TunnelTypes = append(pc.TunnelTypes, pipeline.NetworkType(t))
@@ -287,13 +288,15 @@ func agentConfigurations(cfg *config.Config, sys ovsdb.SystemInfo, hypervisor st
 		bm[m.Physnet] = m.Bridge
 	}
 	c := neutron.AgentConfigurations{
-		BridgeMappings:      bm,
-		IntegrationBridge:   cfg.OVS.IntegrationBridge,
-		TunnelTypes:         cfg.Agent.TunnelTypes,
-		L2Population:        cfg.Agent.L2Population,
-		ARPResponderEnabled: cfg.Agent.ARPResponder && cfg.Agent.L2Population,
-		// DVR is refused at load (internal/config options.go): never advertised.
-		EnableDistributedRouting: false,
+		BridgeMappings:    bm,
+		IntegrationBridge: cfg.OVS.IntegrationBridge,
+		TunnelTypes:       cfg.Agent.TunnelTypes,
+		L2Population:      cfg.Agent.L2Population,
+		// forced on with DVR and tunnels, as pipeline.Config.ARPResponderEnabled
+		ARPResponderEnabled: cfg.Agent.ARPResponder && cfg.Agent.L2Population ||
+			cfg.Agent.EnableDistributedRouting && len(cfg.Agent.TunnelTypes) > 0,
+		// in_distributed_mode is the dvr feature's (featureConfigurations)
+		EnableDistributedRouting: cfg.Agent.EnableDistributedRouting,
 		LogAgentHeartbeats:       cfg.Agent.LogAgentHeartbeats,
 		// filled by featureConfigurations from the features built, so only a
 		// running extension (qos) is named; the refused ones never load

@@ -129,7 +129,8 @@ func TestRefusedExamples(t *testing.T) {
 	cases := []struct{ body, option string }{
 		{"[securitygroup]\nfirewall_driver = iptables_hybrid\n", "securitygroup.firewall_driver"},
 		{"[securitygroup]\nfirewall_driver = neutron.agent.linux.iptables_firewall.OVSHybridIptablesFirewallDriver\n", "securitygroup.firewall_driver"},
-		{"[agent]\nenable_distributed_routing = True\nl2_population = True\n", "agent.enable_distributed_routing"},
+		// refused as the reference refuses it (a ValueError at its start)
+		{"[agent]\nenable_distributed_routing = True\ntunnel_types = vxlan\n[ovs]\nlocal_ip = 127.0.0.1\n", "agent.enable_distributed_routing"},
 		{"[agent]\nextensions = qos,log\n", "agent.extensions"},
 		{"[agent]\nextensions = made_up\n", "agent.extensions"},
 		{"[agent]\nbaremetal_smartnic = yes\n", "agent.baremetal_smartnic"},
@@ -154,6 +155,7 @@ func TestRefusedExamples(t *testing.T) {
 		"[securitygroup]\nfirewall_driver = noop\n",
 		"[agent]\nextensions =\n",
 		"[agent]\nenable_distributed_routing = False\n",
+		"[agent]\nenable_distributed_routing = True\nl2_population = True\ntunnel_types = vxlan\n[ovs]\nlocal_ip = 127.0.0.1\n",
 		"[ovs]\novsdb_connection = unix:/var/run/openvswitch/db.sock\n",
 		"[ovs]\nbridge_mappings = physnet1:br-phys\nresource_provider_bandwidths = br-phys:1000:1000\n",
 		"[agent]\nexplicitly_egress_direct = True\n[securitygroup]\nfirewall_driver = noop\n",

@@ -203,6 +203,7 @@ func Parse(raw *Raw) (*Config, error) {
 	p.integer(agent, "vxlan_udp_port", &a.VXLANUDPPort, 0, 65535)
 	p.boolean(agent, "l2_population", &a.L2Population)
 	p.boolean(agent, "arp_responder", &a.ARPResponder)
+	p.boolean(agent, "enable_distributed_routing", &a.EnableDistributedRouting)
 	p.boolean(agent, "dont_fragment", &a.DontFragment)
 	p.boolean(agent, "tunnel_csum", &a.TunnelCsum)
 	a.DSCPSet = p.integer(agent, "dscp", &a.DSCP, 0, 63)

@@ -121,6 +121,12 @@ func (c *Config) Validate(hostAddrs HostAddrsFunc) error {
 				Reason: fmt.Sprintf("unknown tunnel type %q (gre, vxlan, geneve)", tt)}
 		}
 	}
+	// _check_agent_configurations: "DVR deployments for VXLAN/GRE/Geneve
+	// underlays require L2-pop to be enabled" (a ValueError at the reference's start)
+	if c.Agent.EnableDistributedRouting && c.TunnelingEnabled() && !c.Agent.L2Population {
+		return &Error{Option: "agent.enable_distributed_routing", Value: "True",
+			Reason: "with agent.tunnel_types it requires agent.l2_population = True (as the reference)"}
+	}
 	o := &c.OVS
 	if o.LocalIP != "" && net.ParseIP(o.LocalIP) == nil {
 		return &Error{Option: "ovs.local_ip", Value: o.LocalIP, Reason: "not an IP address"}

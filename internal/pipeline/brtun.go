@@ -28,7 +28,6 @@ func tunBaseFlows(s *State) []of.Flow {
 	patchInt := s.Tun.PatchIntOfport
 	arp := s.Config.ARPResponderEnabled()
 	fs := []of.Flow{
-		flow(TunLocalSwitching, 1, of.Match{of.InPort(patchInt)}, gotoT(TunPatchLVToTun)),
 		drop(TunLocalSwitching, 0),
 		flow(TunPatchLVToTun, 0, of.Match{unicastDst()}, gotoT(TunUcastToTun)),
 		flow(TunPatchLVToTun, 0, of.Match{multicastDst()}, gotoT(TunFloodToTun)),
@@ -46,6 +45,11 @@ func tunBaseFlows(s *State) []of.Flow {
 		flow(TunLearnFromTun, 2, of.Match{ipv6Match(), icmp6Match(), of.ICMP6Type(136)}, learnFromTun(s.Tun.Cookie), output(patchInt)),
 		flow(TunUcastToTun, 0, nil, gotoT(TunFloodToTun)),
 		drop(TunFloodToTun, 0),
+	}
+	if !s.Config.Distributed {
+		// With DVR, DVR_PROCESS' t0 in_port=patch-int goto 1 takes this
+		// match (setup_default_table dvr_enabled; internal/dvr).
+		fs = append(fs, flow(TunLocalSwitching, 1, of.Match{of.InPort(patchInt)}, gotoT(TunPatchLVToTun)))
 	}
 	if arp {
 		fs = append(fs,
@@ -91,13 +95,24 @@ func tunNetworkFlows(s *State, n *Network) []of.Flow {
 	}
 	l, seg := n.LocalVLAN, uint64(n.Key.SegID)
 	fs := []of.Flow{
-		flow(tt, 1, of.Match{of.TunID(seg)}, pushVLAN(), setVLAN(l), gotoT(TunLearnFromTun)),
+		flow(tt, 1, of.Match{of.TunID(seg)}, pushVLAN(), setVLAN(l), gotoT(tunToLVNext(s))),
 	}
 	if f, ok := floodFlow(s, n); ok {
 		fs = append(fs, f)
 	}
 	fs = append(fs, l2popFlows(s, n)...)
 	return fs
+}
+
+// tunToLVNext is where a tunnelled frame goes once it has its local VLAN:
+// DVR_NOT_LEARN with DVR (frames from another host's DVR MAC must not be
+// learnt: they are routed, br_tun.provision_local_vlan distributed), else
+// LEARN_FROM_TUN.
+func tunToLVNext(s *State) Table {
+	if s.Config.Distributed {
+		return TunDVRNotLearn
+	}
+	return TunLearnFromTun
 }
 
 // floodPorts is the set of tunnel ofports a network floods to: every tunnel

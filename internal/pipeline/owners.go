@@ -229,7 +229,7 @@ func baseFlows(s *State, out BridgeFlows) {
 
 func physnetFlows(s *State, physnet string, pb *PhysBridge, out BridgeFlows) {
 	out.add(s.Int.Name, s.Int.Cookie, intPhysnetFlows(s, pb)...)
-	out.add(pb.Bridge, pb.Cookie, physPatchFlows(pb)...)
+	out.add(pb.Bridge, pb.Cookie, physPatchFlows(pb, s.Config.Distributed)...)
 }
 
 func networkFlows(s *State, n *Network, out BridgeFlows) {
@@ -250,7 +250,7 @@ func networkFlows(s *State, n *Network, out BridgeFlows) {
 			return
 		}
 		out.add(s.Int.Name, s.Int.Cookie, intTranslationFlow(s, pb, n))
-		out.add(pb.Bridge, pb.Cookie, physTranslationFlow(pb, n))
+		out.add(pb.Bridge, pb.Cookie, physTranslationFlow(pb, n, s.Config.Distributed))
 	}
 }
 

@@ -59,6 +59,12 @@ type Config struct {
 	ARPResponder           bool // effective only with L2Population, as in the reference
 	ExplicitlyEgressDirect bool
 	TunnelTypes            []NetworkType
+	// Distributed is enable_distributed_routing: the base pipeline leaves
+	// the hooks DVR's own flows (internal/dvr) fill — br-tun's table 0 for
+	// patch-int and br-phys' table 0 for phy-br-* are theirs, tunnelled
+	// frames pass DVR_NOT_LEARN (table 9) and the local VLAN translation
+	// of br-phys moves to LOCAL_VLAN_TRANSLATION (table 2).
+	Distributed bool
 }
 
 // OVSFirewall reports whether the OVS (conntrack) firewall is in effect: the
@@ -71,8 +77,15 @@ func (c *Config) OVSFirewall() bool {
 // anti-spoofing flows of tables 24/25 (the firewall does not provide them).
 func (c *Config) AntiSpoofing() bool { return !c.OVSFirewall() }
 
-// ARPResponderEnabled is arp_responder and l2_population (DVR is not supported).
-func (c *Config) ARPResponderEnabled() bool { return c.ARPResponder && c.L2Population }
+// ARPResponderEnabled is arp_responder and l2_population, forced on with
+// DVR and tunnelling (ovs_neutron_agent.py __init__: "ARP responder was not
+// enabled but is required since DVR and tunneling are enabled").
+func (c *Config) ARPResponderEnabled() bool {
+	if c.Distributed && len(c.TunnelTypes) > 0 {
+		return true
+	}
+	return c.ARPResponder && c.L2Population
+}
 
 // egressDirect is direct_for_non_openflow_firewall in the reference.
 func (c *Config) egressDirect() bool { return c.ExplicitlyEgressDirect && !c.OVSFirewall() }

@@ -272,7 +272,8 @@ func TestReliabConfigErrors(t *testing.T) {
 		// Fail closed (internal/config/options.go): features ovs-agent does not have are refused, never accepted and ignored.
 		{name: "iptables_hybrid refused", cfg: AgentConfig{Firewall: "iptables_hybrid"}, option: "firewall_driver", value: "iptables_hybrid"},
 		{name: "hybrid class path refused", cfg: AgentConfig{Firewall: "neutron.agent.linux.iptables_firewall.OVSHybridIptablesFirewallDriver"}, option: "firewall_driver", value: "OVSHybridIptablesFirewallDriver"},
-		{name: "DVR refused", cfg: AgentConfig{Set: set("agent", "enable_distributed_routing", "True")}, option: "enable_distributed_routing", value: "True"},
+		// DVR with tunnels needs l2_population, as the reference's _check_agent_configurations
+		{name: "DVR without l2pop refused", cfg: AgentConfig{Set: map[string]map[string]string{"agent": {"enable_distributed_routing": "True", "l2_population": "False"}}}, option: "enable_distributed_routing", value: "True"},
 		{name: "extensions refused", cfg: AgentConfig{Set: set("agent", "extensions", "qos,log")}, option: "extensions", value: "qos,log"},
 		{name: "made-up extension refused", cfg: AgentConfig{Set: set("agent", "extensions", "e2e_made_up")}, option: "extensions", value: "e2e_made_up"},
 		{name: "smartnic refused", cfg: AgentConfig{Set: set("agent", "baremetal_smartnic", "True")}, option: "baremetal_smartnic", value: "True"},

@@ -1,0 +1,296 @@
+package dvr
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ovsagent/ovsagent/internal/feature"
+	"github.com/ovsagent/ovsagent/internal/neutron"
+	of "github.com/ovsagent/ovsagent/internal/openflow"
+)
+
+type fakeHost struct {
+	layout  feature.BridgeLayout
+	touched []string
+	events  []any
+}
+
+func (h *fakeHost) Touch(o ...string)                       { h.touched = append(h.touched, o...) }
+func (h *fakeHost) Layout() feature.BridgeLayout            { return h.layout }
+func (h *fakeHost) Cookie(string) uint64                    { return 0 }
+func (h *fakeHost) Log() *slog.Logger                       { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func (h *fakeHost) Notify(d any)                            { h.events = append(h.events, d) }
+func (h *fakeHost) Now() time.Time                          { return time.Unix(0, 0) }
+func (h *fakeHost) Backoff(int) time.Duration               { return time.Second }
+func (h *fakeHost) ObserveRPC(string, time.Duration, error) {}
+func (h *fakeHost) reset()                                  { h.touched, h.events = nil, nil }
+func (h *fakeHost) wasTouched() bool                        { return len(h.touched) > 0 }
+func (h *fakeHost) String() string                          { return strings.Join(h.touched, ",") }
+func (h *fakeHost) lastEvent() any                          { return h.events[len(h.events)-1] }
+func (h *fakeHost) hasEvents() bool                         { return len(h.events) > 0 }
+
+type subnetCall struct {
+	subnet   string
+	fixedIPs []neutron.DVRFixedIP
+}
+
+// fakeRPC answers as the server did in the capture.
+type fakeRPC struct {
+	me          neutron.DVRHostMAC
+	list        []neutron.DVRHostMAC
+	subnets     map[string]neutron.DVRSubnet
+	fail        error
+	calls       []string
+	subnetCalls []subnetCall
+}
+
+func (r *fakeRPC) GetDVRMACAddressByHost(context.Context) (neutron.DVRHostMAC, error) {
+	r.calls = append(r.calls, "get_dvr_mac_address_by_host")
+	return r.me, r.fail
+}
+func (r *fakeRPC) GetDVRMACAddressList(context.Context) ([]neutron.DVRHostMAC, error) {
+	r.calls = append(r.calls, "get_dvr_mac_address_list")
+	return r.list, r.fail
+}
+func (r *fakeRPC) GetSubnetForDVR(_ context.Context, id string, ips []neutron.DVRFixedIP) (neutron.DVRSubnet, bool, error) {
+	r.calls = append(r.calls, "get_subnet_for_dvr")
+	r.subnetCalls = append(r.subnetCalls, subnetCall{id, ips})
+	s, ok := r.subnets[id]
+	return s, ok, r.fail
+}
+
+// featureFixture builds, from a capture, the feature as the agent would feed
+// it (ports wired with their network's local VLAN, the cache's ports, the
+// server's answers) and the golden State of the same capture.
+func featureFixture(t *testing.T, dir, hv, host string) (*Feature, *fakeHost, *fakeRPC, *State) {
+	t.Helper()
+	hvDir := filepath.Join(dir, hv)
+	golden := captureState(t, dir, hvDir, host)
+	intP, tunP, physP := ofports(t, hvDir, "br-int"), ofports(t, hvDir, "br-tun"), ofports(t, hvDir, "br-phys")
+	h := &fakeHost{layout: feature.BridgeLayout{Integration: "br-int", Tunnel: "br-tun",
+		PatchTun: intP["patch-tun"], PatchInt: tunP["patch-int"],
+		Physical: map[string]feature.PhysBridge{"physnet1": {Bridge: "br-phys", IntOFPort: intP["int-br-phys"], PhyOFPort: physP["phy-br-phys"]}}}}
+
+	rpc := &fakeRPC{subnets: map[string]neutron.DVRSubnet{}}
+	for _, l := range strings.Split(strings.TrimSpace(string(read(t, dir, "dvr_host_macs.txt"))), "\n") {
+		hn, m, _ := strings.Cut(l, "\t")
+		e := neutron.DVRHostMAC{Host: hn, MAC: m}
+		rpc.list = append(rpc.list, e)
+		if hn == host {
+			rpc.me = e
+		}
+	}
+	for id, s := range golden.Subnets {
+		ds := neutron.DVRSubnet{ID: id, NetworkID: s.NetworkID, CIDR: s.CIDR.String()}
+		if s.GatewayIP.IsValid() {
+			g := s.GatewayIP.String()
+			ds.GatewayIP = &g
+		}
+		if s.GatewayMAC != nil {
+			m := s.GatewayMAC.String()
+			ds.GatewayMAC = &m
+		}
+		rpc.subnets[id] = ds
+	}
+
+	var ports struct{ Ports []apiPort }
+	if err := json.Unmarshal(read(t, dir, "api-ports.json"), &ports); err != nil {
+		t.Fatal(err)
+	}
+	cache := map[string]*neutron.Port{}
+	for _, p := range ports.Ports {
+		np := &neutron.Port{ID: p.ID, NetworkID: p.NetworkID, MACAddress: p.MAC, DeviceOwner: p.DeviceOwner}
+		for _, ip := range p.FixedIPs {
+			np.FixedIPs = append(np.FixedIPs, neutron.IPAllocation{SubnetID: ip.SubnetID, IPAddress: ip.IP})
+		}
+		for _, ap := range p.Pairs {
+			np.AllowedAddressPairs = append(np.AllowedAddressPairs, neutron.AllowedAddressPair{IPAddress: ap.IP, MACAddress: ap.MAC})
+		}
+		cache[p.ID] = np
+	}
+	f := NewFeature(Deps{RPC: rpc, Port: func(id string) *neutron.Port { return cache[id] }})
+	f.Attach(h)
+	for _, p := range ports.Ports {
+		ofp, ok := intP["tap"+p.ID[:11]]
+		if !ok {
+			continue
+		}
+		nw := golden.Networks[p.NetworkID]
+		fp := feature.Port{ID: p.ID, Name: "tap" + p.ID[:11], OFPort: ofp, MAC: p.MAC, Wiring: feature.WiredUp,
+			LocalVLAN: nw.LocalVLAN, NetworkID: p.NetworkID, NetworkType: nw.Type,
+			PhysicalNetwork: nw.PhysicalNetwork, DeviceOwner: p.DeviceOwner}
+		if nw.Type == "vlan" {
+			seg := int(nw.SegmentationID)
+			fp.SegmentationID = &seg
+		}
+		f.PortWired(fp)
+	}
+	return f, h, rpc, golden
+}
+
+func featureFlows(t *testing.T, f *Feature) map[string][]string {
+	t.Helper()
+	out, errs := f.Flows(f.Owners())
+	if len(errs) != 0 {
+		t.Fatalf("Flows: %v", errs)
+	}
+	r := map[string][]string{}
+	for br, fs := range out[Owner] {
+		r[br] = render(fs)
+	}
+	return r
+}
+
+// The feature, fed as the agent feeds it and answered as the server answered,
+// decides what Flows decides from the capture's state: the golden flows (but
+// br-int's int-br-<phys> drop, which the base pipeline owns).
+func TestFeatureAgainstCaptures(t *testing.T) {
+	cases := []struct{ dir, hv, host string }{
+		{"testdata/2026.2-two-hosts", "hv1", "refhv-2026-2-dvr"},
+		{"testdata/2026.2-two-hosts", "hv2", "refhv-2026-2-dvr-hv2"},
+		{"testdata/2026.2-one-host", "hv1", "refhv-2026-2-dvr"},
+		{"testdata/2026.2-three-hosts", "hv1", "refhv-2026-2-dvr"},
+		{"testdata/2026.2-three-hosts", "hv2", "refhv-2026-2-dvr-hv2"},
+		{"testdata/2026.2-three-hosts", "hv3", "refhv-2026-2-dvr-hv3"},
+	}
+	for _, c := range cases {
+		t.Run(c.dir[9:]+"/"+c.hv, func(t *testing.T) {
+			f, h, rpc, golden := featureFixture(t, c.dir, c.hv, c.host)
+			if f.InDistributedMode() {
+				t.Fatal("in distributed mode before the server answered")
+			}
+			if got := featureFlows(t, f); len(got) != 0 {
+				t.Fatalf("flows before this host's DVR MAC is known: %v", got)
+			}
+			h.reset()
+			if err := f.Sync(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if !h.wasTouched() {
+				t.Fatal("Sync learnt the MACs and subnets but touched nothing")
+			}
+			conf := map[string]any{}
+			f.Configurations(conf)
+			if conf["in_distributed_mode"] != true {
+				t.Fatalf("configurations %v", conf)
+			}
+			if rpc.calls[0] != "get_dvr_mac_address_by_host" || rpc.calls[1] != "get_dvr_mac_address_list" {
+				t.Fatalf("calls %v", rpc.calls)
+			}
+			for _, sc := range rpc.subnetCalls {
+				// a router interface passes its fixed_ips, a csnat port None
+				isRI := false
+				for _, p := range golden.Ports {
+					if p.Kind == KindRouterInterface && len(p.FixedIPs) > 0 && p.FixedIPs[0].SubnetID == sc.subnet {
+						isRI = true
+					}
+				}
+				if isRI != (sc.fixedIPs != nil) {
+					t.Errorf("get_subnet_for_dvr(%s, %v): router interface %v", sc.subnet, sc.fixedIPs, isRI)
+				}
+			}
+			want, err := Flows(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wantInt []of.Flow
+			for _, fl := range want.Int {
+				if fl.Table == 0 && fl.Priority == 2 && len(fl.Actions) == 0 {
+					continue
+				}
+				wantInt = append(wantInt, fl)
+			}
+			got := featureFlows(t, f)
+			for br, w := range map[string][]string{"br-int": render(wantInt), "br-tun": render(want.Tun), "br-phys": render(want.Phys["br-phys"])} {
+				if strings.Join(got[br], "\n") != strings.Join(w, "\n") {
+					t.Errorf("%s:\n got %d flows:\n%s\nwant %d:\n%s", br, len(got[br]), strings.Join(got[br], "\n"), len(w), strings.Join(w, "\n"))
+				}
+			}
+			// a second Sync asks nothing again
+			n := len(rpc.calls)
+			if err := f.Sync(context.Background()); err != nil || len(rpc.calls) != n {
+				t.Fatalf("second Sync: %v, calls %v", err, rpc.calls[n:])
+			}
+		})
+	}
+}
+
+// dvr_mac_address_update, as the server casts it, reaches the loop through
+// Notify and changes the other hosts' flows; ignored before this host's MAC.
+func TestFeatureMACUpdate(t *testing.T) {
+	f, h, _, _ := featureFixture(t, "testdata/2026.2-two-hosts", "hv1", "refhv-2026-2-dvr")
+	eps := f.Endpoints()
+	if len(eps) != 1 || eps[0].Version != "1.0" || eps[0].Namespace != "" {
+		t.Fatalf("endpoints %+v", eps)
+	}
+	call := func(args string) {
+		t.Helper()
+		if _, err := eps[0].Methods["dvr_mac_address_update"](context.Background(), &neutron.Request{Method: "dvr_mac_address_update", Args: json.RawMessage(args)}); err != nil {
+			t.Fatal(err)
+		}
+		if !h.hasEvents() {
+			t.Fatal("no Notify")
+		}
+		f.HandleEvent(h.lastEvent())
+	}
+	h.reset()
+	upd := `{"dvr_macs": [{"host": "refhv-2026-2-dvr", "mac_address": "FA-16-3F-8E-8E-11"}, {"host": "hv9", "mac_address": "FA-16-3F-00-00-99"}]}`
+	call(upd)
+	if f.others != nil || h.wasTouched() {
+		t.Fatalf("update applied before this host's MAC: %v", f.others)
+	}
+	if err := f.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if tun := strings.Join(featureFlows(t, f)["br-tun"], "\n"); !strings.Contains(tun, "dl_src=fa:16:3f:58:35:bd") {
+		t.Fatalf("hv2's MAC not in br-tun:\n%s", tun)
+	}
+	h.reset()
+	call(upd)
+	tun := strings.Join(featureFlows(t, f)["br-tun"], "\n")
+	if !h.wasTouched() || !strings.Contains(tun, "table=9, priority=1,dl_src=fa:16:3f:00:00:99 actions=output:1") || strings.Contains(tun, "fa:16:3f:58:35:bd") {
+		t.Fatalf("after the update (touched %v):\n%s", h, tun)
+	}
+	h.reset()
+	call(upd) // the same list again: nothing to do
+	if h.wasTouched() {
+		t.Fatal("an unchanged list touched the owner")
+	}
+	if _, err := eps[0].Methods["dvr_mac_address_update"](context.Background(), &neutron.Request{Args: json.RawMessage(`{"dvr_macs": 3}`)}); !errors.Is(err, neutron.ErrBadArgs) {
+		t.Fatalf("bad args: %v", err)
+	}
+}
+
+// A server that does not answer: no flows, not in distributed mode, Sync's
+// error is retried by the loop.
+func TestFeatureServerDown(t *testing.T) {
+	f, _, rpc, _ := featureFixture(t, "testdata/2026.2-two-hosts", "hv2", "refhv-2026-2-dvr-hv2")
+	rpc.fail = errors.New("MessagingTimeout")
+	if err := f.Sync(context.Background()); err == nil || !strings.Contains(err.Error(), "get_dvr_mac_address_by_host") {
+		t.Fatalf("Sync: %v", err)
+	}
+	if f.InDistributedMode() || len(featureFlows(t, f)) != 0 {
+		t.Fatal("distributed without a MAC")
+	}
+	rpc.fail = nil
+	if err := f.Sync(context.Background()); err != nil || !f.InDistributedMode() {
+		t.Fatalf("retry: %v", err)
+	}
+	// a removed router interface takes its flows
+	before := len(featureFlows(t, f)["br-tun"])
+	for id, p := range f.ports {
+		if KindOf(p.DeviceOwner) == KindRouterInterface {
+			f.PortRemoved(id)
+		}
+	}
+	if after := len(featureFlows(t, f)["br-tun"]); after >= before {
+		t.Fatalf("br-tun flows %d -> %d after the router interfaces left", before, after)
+	}
+}

@@ -1,0 +1,101 @@
+#!/bin/bash
+# refenv dvr_ovsagent.sh — ovs-agent with enable_distributed_routing in place of the reference
+# agent on hypervisor HV (default 2) of refenv/dvr.sh's NHV=2 environment (issue 16):
+#   up + scenario (reference agents on every host, pings), then on hvHV: the reference OVS agent
+#   stopped (its L3 agent keeps running), the reference's flows deleted from hvHV's bridges (its
+#   DVR flows would make ovs-agent refuse the start: internal/agent/unrebuilt.go), ovs-agent started
+#   with that host's --config-file set in its netns, and dvr.sh check's pings (east-west across
+#   hosts, SNAT, floating IP) through ovs-agent's flows. At the end ovs-agent stops and the
+#   reference agent starts again on hvHV (the environment stays up: dvr.sh down).
+#   RELEASE=2026.2 refenv/dvr_ovsagent.sh [path/to/ovs-agent]
+# Run it under the e2e lock: flock -o /tmp/ovsagent-e2e.lock refenv/dvr_ovsagent.sh BIN
+set -euo pipefail
+export PATH=/usr/local/go/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
+HERE=$(cd "$(dirname "$0")" && pwd); TOP=$(dirname "$HERE")
+for _f in /proc/$$/fd/*; do _f=${_f##*/}; if [ "$_f" -gt 2 ] && [ "$_f" -lt 255 ]; then eval "exec $_f>&-"; fi; done 2>/dev/null
+export RELEASE=${RELEASE:-2026.2} NHV=2
+HVN=${HV:-2}; unset HV
+D=/tmp/refenv-dvr-ovsagent-$RELEASE-$$; mkdir -p "$D"
+log() { echo "[dvr-ovsagent $(date +%T.%3N)] $*"; }
+ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+BIN=${1:-}
+if [ -z "$BIN" ]; then BIN=$D/ovs-agent; (cd "$TOP" && CGO_ENABLED=0 go build -o "$BIN" ./cmd/ovs-agent); fi
+
+"$HERE/dvr.sh" up
+"$HERE/dvr.sh" scenario
+eval "$(VARIANT=dvr HV=$HVN "$HERE/release.sh" env)"
+C=$REFENV_CHROOT; NS=$REFENV_OVS_NS
+ofctl() { OVS_RUNDIR=$REFENV_OVS_DIR ovs-ofctl -O OpenFlow13 "$@"; }
+OURS=""
+cleanup() {
+  set +e
+  if [ -n "$OURS" ] && tr '\0' ' ' < "/proc/$OURS/cmdline" 2>/dev/null | grep -q "$D/"; then
+    kill -TERM "$OURS"; for _ in $(seq 1 40); do kill -0 "$OURS" 2>/dev/null || break; sleep 0.5; done
+  fi
+  log "starting the reference agent on hv$HVN again"
+  VARIANT=dvr HV=$HVN REFENV_AGENT_SET="agent.enable_distributed_routing=True agent.l2_population=True agent.arp_responder=True ovs.local_ip=172.31.254.$HVN" \
+    REFENV_UNDERLAY=172.31.254.$HVN/24 "$HERE/release.sh" agent > "$D/ref-restart.txt" 2>&1 || log "reference did not come back (see $D/ref-restart.txt)"
+  log "files kept in $D"
+}
+trap cleanup EXIT
+
+TS=$(date +%s%N); VARIANT=dvr HV=$HVN "$HERE/release.sh" ref-stop > "$D/ref-stop.txt" 2>&1
+log "hv$HVN reference OVS agent stopped after $(ms $TS) ms (L3 agent kept)"
+for b in br-int br-tun br-phys; do ofctl dump-flows "$b" > "$D/ref-flows-$b.txt"; ofctl del-flows "$b"; done
+METRICS=127.0.0.1:$((19000 + $$ % 1000))
+INI=$C/etc/neutron/refenv-dvr/openvswitch_agent-hv$HVN.ini
+cp "$INI" "$D/openvswitch_agent.ini"
+printf '\n# ovsagent only\n[ovsagent]\nmetrics_listen = %s\n' "$METRICS" >> "$D/openvswitch_agent.ini"
+T1=$(date +%s%N)
+(cd / && exec setsid ip netns exec "$NS" unshare -m --propagation private sh -c 'mount --bind "$0" /run/openvswitch && exec "$@"' \
+   "$REFENV_OVS_DIR" "$BIN" --config-file "$C/etc/neutron/refenv-dvr/neutron.conf" --config-file "$D/openvswitch_agent.ini" \
+   --log-file "$D/ovs-agent.log") > "$D/ovs-agent.stdout" 2>&1 < /dev/null &
+OURS=$!
+insync=""
+for _ in $(seq 1 1200); do
+  if ip netns exec "$NS" curl -s "http://$METRICS/metrics" 2>/dev/null | grep -q '^ovsagent_in_sync 1'; then insync=$(ms $T1); break; fi
+  kill -0 "$OURS" 2>/dev/null || { tail -30 "$D/ovs-agent.log" "$D/ovs-agent.stdout" 2>/dev/null || true; log "FAIL: ovs-agent exited"; exit 1; }
+  sleep 0.05
+done
+log "ovs-agent pid $OURS on hv$HVN: in sync ${insync:-never} ms after start"
+for b in br-int br-tun br-phys; do ofctl dump-flows "$b" --no-stats > "$D/ours-flows-$b.txt"; done
+log "ovs-agent's DVR flows on hv$HVN: br-int t1-4 $(grep -cE 'table=[1-4],' "$D/ours-flows-br-int.txt" || true), br-tun t1/t9 $(grep -cE 'table=(1|9),' "$D/ours-flows-br-tun.txt" || true), br-phys t1-3 $(grep -cE 'table=[1-3],' "$D/ours-flows-br-phys.txt" || true); reference had $(grep -cE 'table=[1-4],' "$D/ref-flows-br-int.txt" || true) / $(grep -cE 'table=(1|9),' "$D/ref-flows-br-tun.txt" || true) / $(grep -cE 'table=[1-3],' "$D/ref-flows-br-phys.txt" || true)"
+# the reference's flows on this host and ours, cookies and stats dropped: equal outside the
+# firewall tables (70-99 on br-int, conj ids are numbered differently) and the learnt table-20 flows
+norm() { sed -E 's/^[[:space:]]+//; s/cookie=0x[0-9a-f]+, //; s/(duration|n_packets|n_bytes|idle_age|hard_age)=[^,]*, //g; s/^table=0, //' "$1" \
+  | grep -vE '^(OFPST|NXST)|hard_timeout=|^table=(7[0-9]|8[0-9]|9[0-9]),' | sort; }
+# The reference's own defect (docs/dvr.md, defect 1): a removed router interface leaves its
+# br-int table-3 flow, output to a port that is gone; ovs-agent has none. Counted apart.
+ports=" $(ofctl show br-int | sed -nE 's/^ *([0-9]+)\(.*/\1/p' | tr '\n' ' ') "
+ndiff=0
+for b in br-int br-tun br-phys; do
+  comm -3 <(norm "$D/ref-flows-$b.txt") <(norm "$D/ours-flows-$b.txt") > "$D/diff-$b.txt"
+  stale=0; n=0
+  while IFS= read -r l; do
+    p=$(sed -nE 's/^table=3, priority=5,.*output:([0-9]+)$/\1/p' <<<"$l")
+    if [ "$b" = br-int ] && [ -n "$p" ] && [[ "$l" != $'\t'* ]] && [[ "$ports" != *" $p "* ]]; then stale=$((stale + 1)); else n=$((n + 1)); fi
+  done < "$D/diff-$b.txt"
+  log "$b: $n lines differ from the reference's (outside firewall tables and learnt flows; $D/diff-$b.txt), $stale stale reference table-3 flows to gone ports"
+  ndiff=$((ndiff + n))
+done
+agentrow() { curl -s "http://127.0.0.1:$REFENV_API_PORT/v2.0/agents?host=$REFENV_AGENT_HOST&binary=neutron-openvswitch-agent" -H 'X-Roles: admin' -H 'X-Project-Id: demo' \
+  | jq -c '.agents[] | {alive, in_distributed_mode: .configurations.in_distributed_mode, enable_distributed_routing: .configurations.enable_distributed_routing, arp_responder_enabled: .configurations.arp_responder_enabled}' 2>&1 || true; }
+log "API agent row at in-sync: $(agentrow)"
+if "$HERE/dvr.sh" check > "$D/check.txt" 2>&1; then
+  cat "$D/check.txt"; log "PASS: dvr.sh check through ovs-agent on hv$HVN"
+else
+  cat "$D/check.txt"; log "FAIL: dvr.sh check through ovs-agent on hv$HVN"; exit 1
+fi
+# report_state: in_distributed_mode once this host's DVR MAC is known (the next report, report_interval)
+row=""; for _ in $(seq 1 45); do row=$(agentrow); grep -q '"in_distributed_mode":true' <<<"$row" && break; sleep 1; done
+log "API agent row: $row"
+grep -q '"in_distributed_mode":true,"enable_distributed_routing":true,"arp_responder_enabled":true' <<<"$row" || { log "FAIL: report_state"; exit 1; }
+log "PASS: report_state in distributed mode"
+[ "$ndiff" = 0 ] || { log "FAIL: $ndiff flow lines differ from the reference's"; exit 1; }
+log "PASS: flows equal to the reference's outside the firewall tables"
+exit 0
+if "$HERE/dvr.sh" check > "$D/check.txt" 2>&1; then
+  cat "$D/check.txt"; log "PASS: dvr.sh check through ovs-agent on hv$HVN"
+else
+  cat "$D/check.txt"; log "FAIL: dvr.sh check through ovs-agent on hv$HVN"; exit 1
+fi
