@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/openflow"
 )
 
@@ -101,17 +102,11 @@ func (o *OFBridges) Add(ctx context.Context, bridge, mgmtPath string) error {
 	}
 }
 
-// Cookies of ovs-agent carry ownCookieTag in their low 16 bits, the rest
-// random. A restarted agent recognises its predecessor's flows by the tag and
-// keeps their cookie: the first bundle after a restart then carries only what
-// changed, instead of every flow re-cookied (most of a restart's time at
-// 1,000 ports; bench/README.md). The tag is
-// also what makes a flow ours to delete (sweepable). Flows of any other
-// agent (the reference's random per-run cookie) are untagged but for a
-// 1-in-65,536 chance; such flows are re-installed under a fresh cookie.
+// Cookies of ovs-agent carry feature.OwnCookieTag in their low 16 bits, the
+// rest random (internal/feature says why; features read it there).
 const (
-	ownCookieTag  = 0x0a65
-	ownCookieMask = 0xffff
+	ownCookieTag  = feature.OwnCookieTag
+	ownCookieMask = feature.OwnCookieMask
 )
 
 // newRoundCookie returns a fresh random cookie with our tag, clear of OVS's
@@ -121,7 +116,7 @@ func newRoundCookie() uint64 {
 }
 
 // ourCookie: c is a cookie of ovs-agent (of any run).
-func ourCookie(c uint64) bool { return c&ownCookieMask == ownCookieTag }
+func ourCookie(c uint64) bool { return feature.OwnCookie(c) }
 
 // sweepable says which flows no owner desires a sweep deletes: those with
 // our cookie, and, in tables (the start-up sweep's reference tables), those

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -444,9 +445,51 @@ func (f *Feature) fixedIPs(id string) []FixedIP {
 	return out
 }
 
-// Unrebuilt implements feature.Takeover: DVR's flows are its owner's,
-// recomputed from the server at the start.
-func (f *Feature) Unrebuilt(feature.HostState) []string { return nil }
+// Unrebuilt implements feature.Takeover. DVR's flows of an earlier run of
+// ovs-agent (our cookie tag) are recomputed from the server at the start. DVR
+// flows of another agent (the reference's) are refused: ovs-agent replacing
+// the reference on a DVR host is shown only with the reference's flows cleared
+// first (test/e2e TestDVREastWest), not as a takeover without a gap (issue 16).
+func (f *Feature) Unrebuilt(h feature.HostState) []string {
+	var foreign []string
+	count := func(br string, tables ...uint8) {
+		n := 0
+		for _, fl := range h.Flows[br] {
+			if !feature.OwnCookie(fl.Cookie) && containsTable(tables, fl.Table) {
+				n++
+			}
+		}
+		if n > 0 {
+			foreign = append(foreign, fmt.Sprintf("%d on %s tables %v", n, br, tables))
+		}
+	}
+	count(h.Layout.Integration, 1, 2, 3, 4)
+	if h.Layout.Tunnel != "" {
+		count(h.Layout.Tunnel, 1, 9)
+	}
+	nets := make([]string, 0, len(h.Layout.Physical))
+	for pn := range h.Layout.Physical {
+		nets = append(nets, pn)
+	}
+	sort.Strings(nets)
+	for _, pn := range nets {
+		count(h.Layout.Physical[pn].Bridge, 1, 2, 3)
+	}
+	if len(foreign) == 0 {
+		return nil
+	}
+	return []string{"DVR flows of another agent (" + strings.Join(foreign, ", ") +
+		"): taking a DVR host over from the reference agent without a gap is not supported yet; stop it and clear its flows first"}
+}
+
+func containsTable(tables []uint8, t uint8) bool {
+	for _, x := range tables {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}
 
 func (f *Feature) touch() {
 	if f.h != nil {
