@@ -163,6 +163,10 @@ write_conf() {
   [ "$REFENV_NAME" = refenv ] || lock=/var/lib/neutron/lock-$REFENV_NAME   # no lock shared with the other server
   mkdir -p "$d" "$REFENV_CHROOT$lock" "$REFENV_CHROOT/var/log/neutron"
   install -m 644 "$HERE"/etc/neutron/ml2_conf.ini "$d/"
+  # port hints (2023.2 on; Zed, on the host, has no such drivers): the tx-steering hint the
+  # reference agent writes to the VIF's Interface other_config (test/e2e TestPortHintsTxSteering)
+  sed -i 's|^extension_drivers = port_security,qos$|extension_drivers = port_security,qos,port_hints,port_hint_ovs_tx_steering|' "$d/ml2_conf.ini"
+  grep -q '^extension_drivers = .*port_hint_ovs_tx_steering' "$d/ml2_conf.ini" || { rlog "write_conf: no extension_drivers line to extend"; return 1; }
   # noauth's admin context has no roles; the binding API wants the service role (policy-chroot.yaml)
   install -m 644 "$HERE"/etc/neutron/policy-chroot.yaml "$d/policy-none.yaml"
   sed -e "s|^bind_port = .*|bind_port = $REFENV_API_PORT|" \
@@ -241,8 +245,9 @@ release_setup() {
   mkdir -p "$RRUN"
   # a server without the QoS API runs a configuration from before qos: stopped, reconfigured below
   if [ "$(rapi_code)" = 200 ] && { [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'X-Project-Id: demo' "http://127.0.0.1:$REFENV_API_PORT/v2.0/qos/policies" || true)" != 200 ] ||
-       [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'X-Project-Id: demo' "http://127.0.0.1:$REFENV_API_PORT/v2.0/trunks" || true)" != 200 ]; }; then
-    rlog "neutron $RELEASE has no QoS or trunk API (configuration before the qos and trunk plugins): restarting it reconfigured"
+       [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'X-Project-Id: demo' "http://127.0.0.1:$REFENV_API_PORT/v2.0/trunks" || true)" != 200 ] ||
+       [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'X-Project-Id: demo' "http://127.0.0.1:$REFENV_API_PORT/v2.0/extensions/port-hint-ovs-tx-steering" || true)" != 200 ]; }; then
+    rlog "neutron $RELEASE has no QoS, trunk or port-hints API (a configuration from before them): restarting it reconfigured"
     release_stop
   fi
   if [ "$(rapi_code)" = 200 ]; then
