@@ -85,20 +85,34 @@ func (e *Env) CheckReportedVersions(within time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := rabbitmqctl(e.Ctx, node, "list_queues", "-p", TransportVHost(), "name", "consumers")
-	if err != nil {
-		t.Fatal(err)
-	}
-	consumers := map[string]string{}
-	for _, row := range tsvRows(out) {
-		if len(row) == 2 {
-			consumers[row[0]] = row[1]
+	// The broker's consumer counts of quorum queues and streams are statistics it
+	// refreshes every few seconds (seen 0 on a consumed quorum queue ~1 s after the
+	// consume): poll until they settle.
+	var missing []string
+	for deadline := time.Now().Add(within); ; {
+		out, err := rabbitmqctl(e.Ctx, node, "list_queues", "-p", TransportVHost(), "name", "consumers")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	for _, rt := range []string{"Port", "Network", "Subnet", "SecurityGroup", "SecurityGroupRule"} {
-		q := "neutron-vo-" + rt + "-" + want[rt] + "." + e.Host
-		if consumers[q] != "1" {
-			t.Errorf("queue %s: %q consumers, want 1 (the agent consumes the push topic of the reported version)", q, consumers[q])
+		consumers := map[string]string{}
+		for _, row := range tsvRows(out) {
+			if len(row) == 2 {
+				consumers[row[0]] = row[1]
+			}
 		}
+		missing = missing[:0]
+		for _, rt := range []string{"Port", "Network", "Subnet", "SecurityGroup", "SecurityGroupRule"} {
+			q := "neutron-vo-" + rt + "-" + want[rt] + "." + e.Host
+			if consumers[q] != "1" {
+				missing = append(missing, fmt.Sprintf("queue %s: %q consumers", q, consumers[q]))
+			}
+		}
+		if len(missing) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	for _, m := range missing {
+		t.Errorf("%s, want 1 (the agent consumes the push topic of the reported version)", m)
 	}
 }
