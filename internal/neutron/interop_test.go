@@ -1,3 +1,5 @@
+//go:build integration
+
 package neutron_test
 
 // Interop against the real neutron-server and RabbitMQ that refenv runs (CI starts them;

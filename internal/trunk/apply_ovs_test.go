@@ -1,3 +1,5 @@
+//go:build integration
+
 package trunk
 
 // The golden scenario replayed on a private Open vSwitch (ovsdb-server + ovs-vswitchd,
