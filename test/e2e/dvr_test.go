@@ -32,6 +32,17 @@ func TestDVREastWest(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
+	// dvr_ovsagent.sh leaves the environment up for a look; the suite must not carry its
+	// reference and L3 agents and its server into the tests after this one.
+	t.Cleanup(func() {
+		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer dcancel()
+		down := exec.CommandContext(dctx, filepath.Join(root, "refenv", "dvr.sh"), "down")
+		down.Env = append(down.Environ(), "RELEASE=2026.2", "NHV=2")
+		if out, err := down.CombinedOutput(); err != nil {
+			t.Errorf("refenv/dvr.sh down: %v\n%s", err, out)
+		}
+	})
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, filepath.Join(root, "refenv", "dvr_ovsagent.sh"), bin)
 	cmd.Env = append(cmd.Environ(), "RELEASE=2026.2")
