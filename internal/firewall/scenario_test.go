@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	of "github.com/ovsagent/ovsagent/internal/openflow"
+	"github.com/ovsagent/ovsagent/internal/testing/ovsdump"
 )
 
 // The reference capture: 4 ports on br-int with the default security group
@@ -200,20 +201,9 @@ func scenarioStateIn(t testing.TB, dir string) *State {
 		}
 	}
 	tags := map[string]uint16{}
-	var name string
-	for _, line := range strings.Split(string(readCapture(t, "ovs/ovsdb-Port.txt")), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-		switch k {
-		case "name":
-			name = v
-		case "tag":
-			if n, err := strconv.Atoi(v); err == nil {
-				tags[name] = uint16(n)
-			}
+	for _, r := range ovsdump.Records(string(readCapture(t, "ovs/ovsdb-Port.txt"))) {
+		if n, err := strconv.Atoi(r["tag"]); err == nil {
+			tags[r["name"]] = uint16(n)
 		}
 	}
 

@@ -3,10 +3,11 @@ package ovsdb
 import (
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/ovsagent/ovsagent/internal/testing/ovsdump"
 )
 
 // vsctlRows reads `ovs-vsctl list <table>` output: row name -> other_config,
@@ -17,24 +18,9 @@ func vsctlRows(t *testing.T, path string) map[string]map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv := regexp.MustCompile(`([A-Za-z0-9_-]+)=("[^"]*"|[^,}]*)`)
 	rows := map[string]map[string]string{}
-	var name string
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		switch strings.TrimSpace(k) {
-		case "name":
-			name = strings.Trim(strings.TrimSpace(v), `"`)
-		case "other_config":
-			m := map[string]string{}
-			for _, x := range kv.FindAllStringSubmatch(v, -1) {
-				m[x[1]] = strings.Trim(x[2], `"`)
-			}
-			rows[name] = m
-		}
+	for _, r := range ovsdump.Records(string(b)) {
+		rows[strings.Trim(r["name"], `"`)] = ovsdump.Map(r["other_config"])
 	}
 	return rows
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	of "github.com/ovsagent/ovsagent/internal/openflow"
+	"github.com/ovsagent/ovsagent/internal/testing/ovsdump"
 )
 
 // The refenv scenario: the reference agent on one host with a vxlan
@@ -62,31 +63,15 @@ type ovsdbPort struct {
 	OtherConfig map[string]string
 }
 
-var kvRe = regexp.MustCompile(`([A-Za-z0-9_-]+)=("[^"]*"|[^,}]*)`)
-
 // parseOvsdbPorts reads `ovs-vsctl list Port` output.
 func parseOvsdbPorts(t *testing.T, dir string) []ovsdbPort {
 	var out []ovsdbPort
-	var cur *ovsdbPort
-	for _, line := range strings.Split(string(readRef(t, dir, "ovsdb-Port.txt")), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
+	for _, r := range ovsdump.Records(string(readRef(t, dir, "ovsdb-Port.txt"))) {
+		p := ovsdbPort{Name: r["name"], OtherConfig: ovsdump.Map(r["other_config"])}
+		if n, err := strconv.Atoi(r["tag"]); err == nil {
+			p.Tag = n
 		}
-		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-		switch k {
-		case "name":
-			out = append(out, ovsdbPort{Name: v, OtherConfig: map[string]string{}})
-			cur = &out[len(out)-1]
-		case "tag":
-			if n, err := strconv.Atoi(v); err == nil {
-				cur.Tag = n
-			}
-		case "other_config":
-			for _, m := range kvRe.FindAllStringSubmatch(v, -1) {
-				cur.OtherConfig[m[1]] = strings.Trim(m[2], `"`)
-			}
-		}
+		out = append(out, p)
 	}
 	return out
 }
@@ -221,20 +206,10 @@ func ifaceIDNames(t *testing.T, dir string, intPorts map[string]uint32) map[stri
 	if err != nil {
 		return out
 	}
-	name := ""
-	idRe := regexp.MustCompile(`iface-id="?([0-9a-f-]+)"?`)
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		switch strings.TrimSpace(k) {
-		case "name":
-			name = strings.Trim(strings.TrimSpace(v), `"`)
-		case "external_ids":
-			if m := idRe.FindStringSubmatch(v); m != nil && intPorts[name] != 0 {
-				out[m[1]] = name
-			}
+	for _, r := range ovsdump.Records(string(b)) {
+		name := strings.Trim(r["name"], `"`)
+		if id := ovsdump.Map(r["external_ids"])["iface-id"]; id != "" && intPorts[name] != 0 {
+			out[id] = name
 		}
 	}
 	return out

@@ -27,6 +27,7 @@ import (
 	"testing"
 
 	"github.com/ovsagent/ovsagent/internal/neutron"
+	"github.com/ovsagent/ovsagent/internal/testing/ovsdump"
 )
 
 const refQoSDir = "../../docs/reference/captures-2026.2/qos"
@@ -61,36 +62,6 @@ func readCapture(t *testing.T, dir, name string) string {
 		t.Fatalf("read %s: %v", name, err)
 	}
 	return string(b)
-}
-
-// vsctlRecords parses `ovs-vsctl list` output into one map per record.
-func vsctlRecords(s string) []map[string]string {
-	var out []map[string]string
-	var cur map[string]string
-	for _, line := range strings.Split(s, "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			cur = nil
-			continue
-		}
-		if cur == nil {
-			cur = map[string]string{}
-			out = append(out, cur)
-		}
-		cur[strings.TrimSpace(k)] = strings.TrimSpace(v)
-	}
-	return out
-}
-
-var vsctlKV = regexp.MustCompile(`([A-Za-z0-9_.:-]+)=("[^"]*"|[^,}]*)`)
-
-// vsctlMap parses an OVSDB map column as ovs-vsctl prints it: {a=b, c="d"}.
-func vsctlMap(s string) map[string]string {
-	out := map[string]string{}
-	for _, m := range vsctlKV.FindAllStringSubmatch(s, -1) {
-		out[m[1]] = strings.Trim(m[2], `"`)
-	}
-	return out
 }
 
 func mapText(m map[string]string) string {
@@ -221,11 +192,11 @@ func loadHostCapture(t *testing.T, dir string) hostCapture {
 		netByID[n.ID] = n
 	}
 	tags := map[string]uint16{}
-	for _, r := range vsctlRecords(readCapture(t, dir, "ovs/ovsdb-Port-qos.txt")) {
+	for _, r := range ovsdump.Records(readCapture(t, dir, "ovs/ovsdb-Port-qos.txt")) {
 		if n, err := strconv.Atoi(r["tag"]); err == nil {
 			tags[r["name"]] = uint16(n)
 		}
-		for k, v := range ParseMeterIDs(vsctlMap(r["other_config"])) {
+		for k, v := range ParseMeterIDs(ovsdump.Map(r["other_config"])) {
 			h.held[k] = v
 		}
 	}
@@ -262,13 +233,13 @@ func loadHostCapture(t *testing.T, dir string) hostCapture {
 			h.maxMeter = uint32(n)
 		}
 	}
-	for _, r := range vsctlRecords(readCapture(t, dir, "ovs/ovsdb-QoS.txt")) {
-		if ext := vsctlMap(r["external_ids"]); ext["_type"] == neutron.RuleMinimumBandwidth {
+	for _, r := range ovsdump.Records(readCapture(t, dir, "ovs/ovsdb-QoS.txt")) {
+		if ext := ovsdump.Map(r["external_ids"]); ext["_type"] == neutron.RuleMinimumBandwidth {
 			h.minBWID = ext["id"]
 		}
 	}
 	types := map[string]string{}
-	for _, r := range vsctlRecords(readCapture(t, dir, "ovs/ovsdb-Interface-qos.txt")) {
+	for _, r := range ovsdump.Records(readCapture(t, dir, "ovs/ovsdb-Interface-qos.txt")) {
 		types[r["name"]] = strings.Trim(r["type"], `"`)
 	}
 	for name, ofp := range ofports(t, dir, "br-phys") {
@@ -363,41 +334,41 @@ func ourMeters(t *testing.T, m *Manager) []string {
 // holding it, each Interface's ingress policing (VM ports), each Port's meter keys.
 func refRows(t *testing.T, dir string, ports []Port) []string {
 	queues := map[string]map[string]string{}
-	for _, r := range vsctlRecords(readCapture(t, dir, "ovs/ovsdb-Queue.txt")) {
+	for _, r := range ovsdump.Records(readCapture(t, dir, "ovs/ovsdb-Queue.txt")) {
 		queues[r["_uuid"]] = r
 	}
 	holders := map[string][]string{}
 	meterKeys := map[string]map[string]string{}
-	for _, r := range vsctlRecords(readCapture(t, dir, "ovs/ovsdb-Port-qos.txt")) {
+	for _, r := range ovsdump.Records(readCapture(t, dir, "ovs/ovsdb-Port-qos.txt")) {
 		if q := r["qos"]; q != "[]" && q != "" {
 			holders[q] = append(holders[q], r["name"])
 		}
 		keys := map[string]string{}
-		for k, v := range ParseMeterIDs(vsctlMap(r["other_config"])) {
+		for k, v := range ParseMeterIDs(ovsdump.Map(r["other_config"])) {
 			keys[k] = strconv.FormatUint(uint64(v), 10)
 		}
 		meterKeys[r["name"]] = keys
 	}
 	var out []string
-	for _, r := range vsctlRecords(readCapture(t, dir, "ovs/ovsdb-QoS.txt")) {
+	for _, r := range ovsdump.Records(readCapture(t, dir, "ovs/ovsdb-QoS.txt")) {
 		sort.Strings(holders[r["_uuid"]])
 		var qs []string
-		for num, uuid := range vsctlMap(r["queues"]) {
+		for num, uuid := range ovsdump.Map(r["queues"]) {
 			q := queues[uuid]
 			if q == nil {
 				t.Fatalf("QoS %s: queue %s not in the Queue table", r["_uuid"], uuid)
 			}
-			qs = append(qs, fmt.Sprintf("%s:external_ids=%s,other_config=%s", num, mapText(vsctlMap(q["external_ids"])), mapText(vsctlMap(q["other_config"]))))
+			qs = append(qs, fmt.Sprintf("%s:external_ids=%s,other_config=%s", num, mapText(ovsdump.Map(q["external_ids"])), mapText(ovsdump.Map(q["other_config"]))))
 		}
 		sort.Strings(qs)
 		out = append(out, fmt.Sprintf("QoS type=%s external_ids=%s other_config=%s ports=%v queues=%v",
-			r["type"], mapText(vsctlMap(r["external_ids"])), mapText(vsctlMap(r["other_config"])), holders[r["_uuid"]], qs))
+			r["type"], mapText(ovsdump.Map(r["external_ids"])), mapText(ovsdump.Map(r["other_config"])), holders[r["_uuid"]], qs))
 	}
-	if n := len(vsctlRecords(readCapture(t, dir, "ovs/ovsdb-Queue.txt"))); n != countQueues(out) {
+	if n := len(ovsdump.Records(readCapture(t, dir, "ovs/ovsdb-Queue.txt"))); n != countQueues(out) {
 		t.Errorf("%d Queue rows, %d in QoS rows: a Queue row no QoS holds", n, countQueues(out))
 	}
 	policing := map[string][2]string{}
-	for _, r := range vsctlRecords(readCapture(t, dir, "ovs/ovsdb-Interface-qos.txt")) {
+	for _, r := range ovsdump.Records(readCapture(t, dir, "ovs/ovsdb-Interface-qos.txt")) {
 		policing[r["name"]] = [2]string{r["ingress_policing_rate"], r["ingress_policing_burst"]}
 	}
 	for _, p := range ports {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/neutron"
+	"github.com/ovsagent/ovsagent/internal/testing/ovsdump"
 )
 
 const refTrunkDir = "../../docs/reference/captures-2026.2/trunk"
@@ -34,53 +35,17 @@ func readTrunkCapture(t *testing.T, dir, name string) string {
 	return string(b)
 }
 
-// records parses `ovs-vsctl list` output: one map per record, by column.
-func records(s string) []map[string]string {
-	var out []map[string]string
-	var cur map[string]string
-	for _, line := range strings.Split(s, "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			cur = nil
-			continue
-		}
-		if cur == nil {
-			cur = map[string]string{}
-			out = append(out, cur)
-		}
-		cur[strings.TrimSpace(k)] = strings.TrimSpace(v)
-	}
-	return out
-}
-
-var kv = regexp.MustCompile(`([A-Za-z0-9_.:-]+)=("(?:[^"\\]|\\.)*"|[^,}]*)`)
-
-// ovsMap parses an OVSDB map column as ovs-vsctl prints it ({a=b, c="d \"e\""}).
-func ovsMap(s string) map[string]string {
-	out := map[string]string{}
-	for _, m := range kv.FindAllStringSubmatch(s, -1) {
-		v := m[2]
-		if strings.HasPrefix(v, `"`) {
-			if u, err := strconv.Unquote(v); err == nil {
-				v = u
-			}
-		}
-		out[m[1]] = v
-	}
-	return out
-}
-
 var showPort = regexp.MustCompile(`^\s*\d+\(([^)]+)\):`)
 
 // refModel is the capture's rows of the trunk bridges and of br-int's tpi-/spi- ports.
 // br-int's tags are left out: the local VLAN is the agent's port wiring, not the handler's.
 func refModel(t *testing.T, dir string) dbModel {
 	ports := map[string]map[string]string{}
-	for _, r := range records(readTrunkCapture(t, dir, "ovs/ovsdb-Port.txt")) {
+	for _, r := range ovsdump.Records(readTrunkCapture(t, dir, "ovs/ovsdb-Port.txt")) {
 		ports[r["name"]] = r
 	}
 	ifaces := map[string]map[string]string{}
-	for _, r := range records(readTrunkCapture(t, dir, "ovs/ovsdb-Interface.txt")) {
+	for _, r := range ovsdump.Records(readTrunkCapture(t, dir, "ovs/ovsdb-Interface.txt")) {
 		ifaces[strings.Trim(r["name"], `"`)] = r
 	}
 	m := dbModel{}
@@ -102,7 +67,7 @@ func refModel(t *testing.T, dir string) dbModel {
 			if p == nil || i == nil {
 				t.Fatalf("%s: no Port/Interface row", name)
 			}
-			row := refRow{Type: strings.Trim(i["type"], `"`), Options: ovsMap(i["options"]), ExternalIDs: ovsMap(i["external_ids"])}
+			row := refRow{Type: strings.Trim(i["type"], `"`), Options: ovsdump.Map(i["options"]), ExternalIDs: ovsdump.Map(i["external_ids"])}
 			if len(row.Options) == 0 {
 				row.Options = nil
 			}
@@ -224,7 +189,7 @@ func TestRefenvTrunkAgent(t *testing.T) {
 	if fl := strings.TrimSpace(readTrunkCapture(t, wiredDir, "ovs/flows-"+tbr+".nostats.txt")); fl != "priority=0 actions=NORMAL" {
 		t.Errorf("the reference's %s flows:\n%s", tbr, fl)
 	}
-	for _, r := range records(readTrunkCapture(t, wiredDir, "ovs/ovsdb-Bridge.txt")) {
+	for _, r := range ovsdump.Records(readTrunkCapture(t, wiredDir, "ovs/ovsdb-Bridge.txt")) {
 		if r["name"] == tbr && (r["controller"] != "[]" || r["fail_mode"] != "[]") {
 			t.Errorf("the reference set %s's controller %s fail_mode %s", tbr, r["controller"], r["fail_mode"])
 		}
