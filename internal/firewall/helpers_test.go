@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	of "github.com/ovsagent/ovsagent/internal/openflow"
+	"github.com/ovsagent/ovsagent/internal/testing/ovsdump"
 )
 
 func ip(s string) netip.Addr    { return netip.MustParseAddr(s) }
@@ -48,7 +49,7 @@ func expectLines(t *testing.T, got, want []string) {
 	t.Helper()
 	want = append([]string(nil), want...)
 	sort.Strings(want)
-	missing, extra := diffLines(want, got)
+	missing, extra := ovsdump.Diff(want, got)
 	for _, l := range missing {
 		t.Errorf("missing: %s", l)
 	}

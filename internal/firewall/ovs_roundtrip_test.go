@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ovsagent/ovsagent/internal/testing/ovsdump"
 	"github.com/ovsagent/ovsagent/internal/testing/ovstest"
 )
 
@@ -42,7 +43,7 @@ func TestOVSRoundTrip(t *testing.T) {
 			}
 			sort.Strings(want)
 			got := installAndDump(t, o, br, want)
-			missing, extra := diffLines(want, got)
+			missing, extra := ovsdump.Diff(want, got)
 			for _, l := range missing {
 				t.Errorf("rendered but not dumped back: %s", l)
 			}

@@ -1,13 +1,11 @@
 package firewall
 
 import (
-	"bufio"
 	"encoding/json"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -191,15 +189,7 @@ func scenarioStateIn(t testing.TB, dir string) *State {
 	if err := json.Unmarshal(readCapture(t, "api-ports.json"), &api); err != nil {
 		t.Fatal(err)
 	}
-	ofports := map[string]uint32{}
-	re := regexp.MustCompile(`^\s*(\d+)\(([^)]+)\)`)
-	sc := bufio.NewScanner(strings.NewReader(string(readCapture(t, "ovs/ofctl-show-br-int.txt"))))
-	for sc.Scan() {
-		if m := re.FindStringSubmatch(sc.Text()); m != nil {
-			n, _ := strconv.Atoi(m[1])
-			ofports[m[2]] = uint32(n)
-		}
-	}
+	ofports := ovsdump.OfctlPorts(string(readCapture(t, "ovs/ofctl-show-br-int.txt")))
 	tags := map[string]uint16{}
 	for _, r := range ovsdump.Records(string(readCapture(t, "ovs/ovsdb-Port.txt"))) {
 		if n, err := strconv.Atoi(r["tag"]); err == nil {
@@ -240,28 +230,17 @@ func scenarioStateIn(t testing.TB, dir string) *State {
 	return st
 }
 
-var cookieRE = regexp.MustCompile(`^ ?cookie=0x[0-9a-f]+, `)
-
-// normalise drops the cookie (random per agent run; the reference also
+// normaliseLine drops the cookie (random per agent run; the reference also
 // leaves temporary cookies behind on some conjunction flows).
 func normaliseLine(s string) string {
-	return strings.TrimSpace(cookieRE.ReplaceAllString(s, ""))
+	return strings.TrimSpace(ovsdump.DropCookie(s))
 }
 
 func referenceFirewallLines(t testing.TB, dir string) []string {
-	var out []string
-	for _, line := range strings.Split(string(readCaptureIn(t, dir, "ovs/flows-br-int.nostats.txt")), "\n") {
-		m := regexp.MustCompile(`table=(\d+),`).FindStringSubmatch(line)
-		if m == nil {
-			continue
-		}
-		n, _ := strconv.Atoi(m[1])
-		if isFirewallTable(uint8(n)) {
-			out = append(out, normaliseLine(line))
-		}
-	}
-	sort.Strings(out)
-	return out
+	return ovsdump.Lines(string(readCaptureIn(t, dir, "ovs/flows-br-int.nostats.txt")), func(l string) bool {
+		n, ok := ovsdump.Table(l)
+		return ok && isFirewallTable(n)
+	}, normaliseLine)
 }
 
 func isFirewallTable(t uint8) bool {
@@ -282,27 +261,6 @@ func renderAll(owners map[string][]of.Flow) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func diffLines(want, got []string) (missing, extra []string) {
-	w := map[string]int{}
-	for _, l := range want {
-		w[l]++
-	}
-	for _, l := range got {
-		if w[l] > 0 {
-			w[l]--
-		} else {
-			extra = append(extra, l)
-		}
-	}
-	for l, n := range w {
-		for ; n > 0; n-- {
-			missing = append(missing, l)
-		}
-	}
-	sort.Strings(missing)
-	return missing, extra
 }
 
 // releaseDifference is a line by which a capture of an older release
@@ -379,7 +337,7 @@ func TestGoldenReferenceScenario(t *testing.T) {
 			if len(want) != c.lines {
 				t.Fatalf("reference has %d firewall lines, expected %d", len(want), c.lines)
 			}
-			missing, extra := diffLines(want, got)
+			missing, extra := ovsdump.Diff(want, got)
 			missing = expectDifferences(t, "missing", missing, c.missing)
 			extra = expectDifferences(t, "extra", extra, c.extra)
 			for _, l := range missing {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ovsagent/ovsagent/internal/testing/ovsdump"
 )
 
 // The DVR captures of the 2026.2 reference (refenv/dvr.sh, one, two and three
@@ -123,7 +125,7 @@ func TestDVRCapturesBasePipeline(t *testing.T) {
 					return !dvrOwnedLine(br, l) && !l2popLine(l)
 				})
 				got := renderAll(bridgeFlows(d, br))
-				missing, extra := diffSets(want, got)
+				missing, extra := ovsdump.Diff(want, got)
 				for _, l := range missing {
 					t.Errorf("%s: missing flow:\n%s", br, l)
 				}

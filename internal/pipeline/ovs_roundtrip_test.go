@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	of "github.com/ovsagent/ovsagent/internal/openflow"
+	"github.com/ovsagent/ovsagent/internal/testing/ovsdump"
 	"github.com/ovsagent/ovsagent/internal/testing/ovstest"
 )
 
@@ -47,7 +48,7 @@ func TestOVSRoundTrip(t *testing.T) {
 				if len(want) == 0 {
 					t.Errorf("%s: nothing computed", br)
 				}
-				missing, extra := diffSets(want, got)
+				missing, extra := ovsdump.Diff(want, got)
 				for _, l := range missing {
 					t.Errorf("%s: rendered but not dumped back:\n%s", br, l)
 				}

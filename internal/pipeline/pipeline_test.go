@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	of "github.com/ovsagent/ovsagent/internal/openflow"
+	"github.com/ovsagent/ovsagent/internal/testing/ovsdump"
 )
 
 // Unit golden tables. Cookies are left zero so the rendered lines carry none.
@@ -57,7 +58,7 @@ func eqLines(t *testing.T, what string, got, want []string) {
 	if strings.Join(got, "\n") == strings.Join(want, "\n") {
 		return
 	}
-	missing, extra := diffSets(want, got)
+	missing, extra := ovsdump.Diff(want, got)
 	t.Errorf("%s:\n  missing: %s\n  extra:   %s", what, strings.Join(missing, "\n           "), strings.Join(extra, "\n           "))
 }
 

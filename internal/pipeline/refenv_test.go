@@ -1,13 +1,11 @@
 package pipeline
 
 import (
-	"bufio"
 	"encoding/json"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,19 +40,9 @@ func readRef(t *testing.T, dir, name string) []byte {
 	return b
 }
 
-var ofportLine = regexp.MustCompile(`^\s*(\d+)\(([^)]+)\):`)
-
 // parseOfctlShow maps port name -> ofport.
 func parseOfctlShow(t *testing.T, dir, name string) map[string]uint32 {
-	out := map[string]uint32{}
-	sc := bufio.NewScanner(strings.NewReader(string(readRef(t, dir, name))))
-	for sc.Scan() {
-		if m := ofportLine.FindStringSubmatch(sc.Text()); m != nil {
-			n, _ := strconv.Atoi(m[1])
-			out[m[2]] = uint32(n)
-		}
-	}
-	return out
+	return ovsdump.OfctlPorts(string(readRef(t, dir, name)))
 }
 
 type ovsdbPort struct {
@@ -215,30 +203,15 @@ func ifaceIDNames(t *testing.T, dir string, intPorts map[string]uint32) map[stri
 	return out
 }
 
-var cookieRe = regexp.MustCompile(`cookie=0x[0-9a-f]+`)
-
-func normalise(line string) string { return cookieRe.ReplaceAllString(line, "cookie=C") }
-
-// refLines reads a reference dump, normalised, optionally filtered.
+// refLines reads a reference dump, cookies masked (cookie=C), optionally filtered, sorted.
 func refLines(t *testing.T, dir, name string, keep func(string) bool) []string {
-	var out []string
-	for _, l := range strings.Split(string(readRef(t, dir, name)), "\n") {
-		if strings.TrimSpace(l) == "" {
-			continue
-		}
-		if keep != nil && !keep(l) {
-			continue
-		}
-		out = append(out, normalise(l))
-	}
-	sort.Strings(out)
-	return out
+	return ovsdump.Lines(string(readRef(t, dir, name)), keep, ovsdump.MaskCookie)
 }
 
 func renderAll(flows []of.Flow) []string {
 	out := make([]string, 0, len(flows))
 	for _, f := range flows {
-		out = append(out, normalise(f.String()))
+		out = append(out, ovsdump.MaskCookie(f.String()))
 	}
 	sort.Strings(out)
 	return out
@@ -258,37 +231,10 @@ func bridgeFlows(d Desired, bridge string) []of.Flow {
 	return out
 }
 
-var tableRe = regexp.MustCompile(`table=(\d+),`)
-
+// lineTable is a dump line's table (0 when the line has no table=).
 func lineTable(l string) uint8 {
-	m := tableRe.FindStringSubmatch(l)
-	if m == nil {
-		return 0
-	}
-	n, _ := strconv.Atoi(m[1])
-	return uint8(n)
-}
-
-// diffSets returns lines only in want and only in got.
-func diffSets(want, got []string) (missing, extra []string) {
-	w := map[string]int{}
-	for _, l := range want {
-		w[l]++
-	}
-	for _, l := range got {
-		if w[l] > 0 {
-			w[l]--
-			continue
-		}
-		extra = append(extra, l)
-	}
-	for l, n := range w {
-		for ; n > 0; n-- {
-			missing = append(missing, l)
-		}
-	}
-	sort.Strings(missing)
-	return missing, extra
+	n, _ := ovsdump.Table(l)
+	return n
 }
 
 // knownDifference is a reference line we do not produce (missing) or a line
@@ -354,7 +300,7 @@ var zedDifferences = differences{
 // (ours) that known does not list, and on every listed one that is absent.
 func checkBridge(t *testing.T, bridge string, want, got []string, known differences) {
 	t.Helper()
-	missing, extra := diffSets(want, got)
+	missing, extra := ovsdump.Diff(want, got)
 	filter := func(kind string, lines []string, known []knownDifference) []string {
 		var out []string
 		used := make([]bool, len(known))

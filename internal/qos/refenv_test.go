@@ -49,7 +49,7 @@ type knownQoSDifference struct {
 // Ours follow the queues: no queue, no flow.
 const whyStaleSetQueue = "reference leaks br-phys set_queue flows of removed minimum-bandwidth queues (ovs_lib.delete_minimum_bandwidth_queue never deletes them); ours go with the queue"
 
-// knownQoSDifferences: lines are as compared (cookies dropped, see refLine).
+// knownQoSDifferences: lines are as compared (cookies dropped, see flowsOfCookie).
 var knownQoSDifferences = []knownQoSDifference{
 	{"meter/changed", "br-phys", "missing", " reset_counts priority=200,pkt_mark=0x5,reg4=0,in_port=1 actions=set_queue:5,load:0x1->NXM_NX_REG4[0],resubmit(,0)", whyStaleSetQueue},
 	{"policing/changed", "br-phys", "missing", " reset_counts priority=200,pkt_mark=0x5,reg4=0,in_port=1 actions=set_queue:5,load:0x1->NXM_NX_REG4[0],resubmit(,0)", whyStaleSetQueue},
@@ -82,44 +82,25 @@ func mapText(m map[string]string) string {
 	return b.String()
 }
 
-var ofctlShowPort = regexp.MustCompile(`^\s*(\d+)\(([^)]+)\):`)
-
 func ofports(t *testing.T, dir, bridge string) map[string]uint32 {
-	out := map[string]uint32{}
-	for _, l := range strings.Split(readCapture(t, dir, "ovs/ofctl-show-"+bridge+".txt"), "\n") {
-		if m := ofctlShowPort.FindStringSubmatch(l); m != nil {
-			n, _ := strconv.Atoi(m[1])
-			out[m[2]] = uint32(n)
-		}
-	}
-	return out
+	return ovsdump.OfctlPorts(readCapture(t, dir, "ovs/ofctl-show-"+bridge+".txt"))
 }
 
-var cookieField = regexp.MustCompile(`cookie=(0x[0-9a-f]+), `)
-
-// refLine drops the cookie: the reference's are random per bridge and per extension.
-func refLine(l string) string { return cookieField.ReplaceAllString(l, "") }
-
-// flowsOfCookie returns a dump's lines whose cookie keep accepts, cookie dropped.
+// flowsOfCookie returns a dump's lines whose cookie keep accepts, cookie dropped (the
+// reference's are random per bridge and per extension), sorted.
 func flowsOfCookie(t *testing.T, dir, name string, keep func(cookie string) bool) []string {
-	var out []string
-	for _, l := range strings.Split(readCapture(t, dir, name), "\n") {
-		m := cookieField.FindStringSubmatch(l)
-		if m == nil || !keep(m[1]) {
-			continue
-		}
-		out = append(out, refLine(l))
-	}
-	sort.Strings(out)
-	return out
+	return ovsdump.Lines(readCapture(t, dir, name), func(l string) bool {
+		c, ok := ovsdump.Cookie(l)
+		return ok && keep(c)
+	}, ovsdump.DropCookie)
 }
 
 // cookieOf is the cookie of the dump's first line containing marker.
 func cookieOf(t *testing.T, dir, name, marker string) string {
 	for _, l := range strings.Split(readCapture(t, dir, name), "\n") {
 		if strings.Contains(l, marker) {
-			if m := cookieField.FindStringSubmatch(l); m != nil {
-				return m[1]
+			if c, ok := ovsdump.Cookie(l); ok {
+				return c
 			}
 		}
 	}
@@ -436,24 +417,7 @@ func ourRows(h hostCapture, m *Manager) []string {
 // knownQoSDifferences does not list for capture and kind; listed ones must occur.
 func compareQoS(t *testing.T, capture, kind string, want, got []string) {
 	t.Helper()
-	w := map[string]int{}
-	for _, l := range want {
-		w[l]++
-	}
-	var extra, missing []string
-	for _, l := range got {
-		if w[l] > 0 {
-			w[l]--
-			continue
-		}
-		extra = append(extra, l)
-	}
-	for l, n := range w {
-		for ; n > 0; n-- {
-			missing = append(missing, l)
-		}
-	}
-	sort.Strings(missing)
+	missing, extra := ovsdump.Diff(want, got)
 	for _, d := range []struct {
 		dir   string
 		lines []string

@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,8 +34,6 @@ func readTrunkCapture(t *testing.T, dir, name string) string {
 	return string(b)
 }
 
-var showPort = regexp.MustCompile(`^\s*\d+\(([^)]+)\):`)
-
 // refModel is the capture's rows of the trunk bridges and of br-int's tpi-/spi- ports.
 // br-int's tags are left out: the local VLAN is the agent's port wiring, not the handler's.
 func refModel(t *testing.T, dir string) dbModel {
@@ -54,12 +51,7 @@ func refModel(t *testing.T, dir string) dbModel {
 			continue
 		}
 		m[br] = map[string]refRow{}
-		for _, l := range strings.Split(readTrunkCapture(t, dir, "ovs/ofctl-show-"+br+".txt"), "\n") {
-			sm := showPort.FindStringSubmatch(l)
-			if sm == nil {
-				continue
-			}
-			name := sm[1]
+		for name := range ovsdump.OfctlPorts(readTrunkCapture(t, dir, "ovs/ofctl-show-"+br+".txt")) {
 			if br == "br-int" && !IsServicePort(name) {
 				continue
 			}
