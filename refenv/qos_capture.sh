@@ -26,39 +26,18 @@
 set -euo pipefail
 export PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
 HERE=$(cd "$(dirname "$0")" && pwd)
-RELEASE=${RELEASE:-2026.2}
-[ "$RELEASE" != zed ] || { echo "qos_capture.sh: a chroot release (its reference agent on a private OVS)" >&2; exit 2; }
-eval "$(RELEASE=$RELEASE "$HERE/release.sh" env)"
-API=http://127.0.0.1:$REFENV_API_PORT/v2.0
-PROJ=demo
-STATE=/run/refenv/$RELEASE/qos-scenario.env
-VSCTL=(ovs-vsctl --timeout=10 --db="unix:$REFENV_OVS_DIR/db.sock")
-HVX=(ip netns exec "$REFENV_OVS_NS")
+CAPTURE_NAME=qos_capture
+SCENARIO=qos-scenario
+# shellcheck source=lib/capture.sh
+. "$HERE/lib/capture.sh"
 INI=$REFENV_CHROOT/etc/neutron/refenv/openvswitch_agent.ini
 NIC=qosnic0
-
-log() { echo "[qos_capture $(date +%T.%3N)] $*" >&2; }
-api() { # method path [json]
-  local m=$1 p=$2 d=${3:-}
-  if [ -n "$d" ]; then
-    curl -sS -f -X "$m" -H 'Content-Type: application/json' -H "X-Project-Id: $PROJ" -d "$d" "$API$p"
-  else
-    curl -sS -f -X "$m" -H "X-Project-Id: $PROJ" "$API$p"
-  fi
-}
-save() { echo "$1=$2" >> "$STATE"; }
 
 policy() { # name -> id
   api POST /qos/policies "{\"policy\":{\"name\":\"$1\",\"project_id\":\"$PROJ\"}}" | jq -r .policy.id
 }
 rule() { # policy kind json-fields
   api POST "/qos/policies/$1/$2" "{\"${2%s}\":{$3}}" | jq -r ".${2%s}.id"
-}
-net() { # name extra-json
-  api POST /networks "{\"network\":{\"name\":\"$1\",\"project_id\":\"$PROJ\",\"admin_state_up\":true$2}}" | jq -r .network.id
-}
-subnet() { # net cidr
-  api POST /subnets "{\"subnet\":{\"project_id\":\"$PROJ\",\"network_id\":\"$1\",\"ip_version\":4,\"cidr\":\"$2\",\"gateway_ip\":null,\"enable_dhcp\":false}}" >/dev/null
 }
 port() { # net name extra-json -> port json
   api POST /ports "{\"port\":{\"name\":\"$2\",\"project_id\":\"$PROJ\",\"network_id\":\"$1\",\"binding:host_id\":\"$REFENV_AGENT_HOST\",\"device_owner\":\"compute:nova\",\"device_id\":\"$(uuidgen)\"$3}}"
@@ -68,14 +47,7 @@ plug() { # key port-json
   local pid mac dev tap
   pid=$(jq -r .port.id <<<"$2"); mac=$(jq -r .port.mac_address <<<"$2"); dev=$(jq -r .port.device_id <<<"$2")
   tap="tap${pid:0:11}"
-  "${HVX[@]}" ip link del "$tap" 2>/dev/null || true
-  "${HVX[@]}" ip link add "$tap" type veth peer name "v${pid:0:11}"
-  "${HVX[@]}" ip link set "v${pid:0:11}" address "$mac"
-  "${HVX[@]}" ip link set "v${pid:0:11}" up
-  "${HVX[@]}" ip link set "$tap" up
-  "${VSCTL[@]}" -- --may-exist add-port br-int "$tap" -- set Interface "$tap" \
-     external_ids:iface-id="$pid" external_ids:attached-mac="$mac" \
-     external_ids:iface-status=active external_ids:vm-uuid="$dev"
+  vif_plug br-int "$tap" "$pid" "$mac" "$dev"
   save "${1}_PORT" "$pid"; save "${1}_TAP" "$tap"
   log "$1: port $pid ($mac) plugged as $tap"
 }
@@ -142,16 +114,8 @@ up() {
 }
 
 # settle: the QoS extension applies after the port is wired; wait until two dumps a poll
-# apart are equal (flows, meters, QoS and Queue rows), at most 60 s.
-settle() {
-  local a="" b i
-  for i in $(seq 1 60); do
-    b=$(snapshot) || { log "snapshot failed"; return 1; }
-    [ -n "$a" ] && [ "$a" = "$b" ] && { log "settled"; return 0; }
-    a=$b; sleep 3
-  done
-  log "not settled after 180 s"; return 1
-}
+# apart are equal (flows, meters, QoS and Queue rows), at most 180 s.
+settle() { capture_settle 60; }
 snapshot() {
   set -o pipefail
   OVS_RUNDIR=$REFENV_OVS_DIR ovs-ofctl -O OpenFlow13 --no-stats dump-flows br-int &&
@@ -173,10 +137,7 @@ change() {
 
 capture() { # dir
   local D=$1
-  mkdir -p "$D"
-  OUT=$D RELEASE=$RELEASE "$HERE/capture.sh" >/dev/null
-  [ -s "$D/ovs/flows-br-int.nostats.txt" ] && [ -s "$D/api-ports.json" ] || { log "capture.sh wrote nothing to $D"; return 1; }
-  rm -f "$D/process_memory.txt" "$D/rabbit_topology_full.txt" "$D/ovs/dpctl-dump-conntrack.txt" "$D/ovs/dpctl-dump-flows.txt"
+  capture_base "$D" || return 1
   ( cd "$D/ovs"
     export OVS_RUNDIR=$REFENV_OVS_DIR
     ovs-ofctl -O OpenFlow13 dump-meters br-int > meters-br-int.txt

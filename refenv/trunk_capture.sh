@@ -17,31 +17,11 @@
 set -euo pipefail
 export PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
 HERE=$(cd "$(dirname "$0")" && pwd)
-RELEASE=${RELEASE:-2026.2}
-[ "$RELEASE" != zed ] || { echo "trunk_capture.sh: a chroot release (its reference agent on a private OVS)" >&2; exit 2; }
-eval "$(RELEASE=$RELEASE "$HERE/release.sh" env)"
-API=http://127.0.0.1:$REFENV_API_PORT/v2.0
-PROJ=demo
-STATE=/run/refenv/$RELEASE/trunk-scenario.env
-VSCTL=(ovs-vsctl --timeout=10 --db="unix:$REFENV_OVS_DIR/db.sock")
-HVX=(ip netns exec "$REFENV_OVS_NS")
+CAPTURE_NAME=trunk_capture
+SCENARIO=trunk-scenario
+# shellcheck source=lib/capture.sh
+. "$HERE/lib/capture.sh"
 
-log() { echo "[trunk_capture $(date +%T.%3N)] $*" >&2; }
-api() { # method path [json]
-  local m=$1 p=$2 d=${3:-}
-  if [ -n "$d" ]; then
-    curl -sS -f -X "$m" -H 'Content-Type: application/json' -H "X-Project-Id: $PROJ" -d "$d" "$API$p"
-  else
-    curl -sS -f -X "$m" -H "X-Project-Id: $PROJ" "$API$p"
-  fi
-}
-save() { echo "$1=$2" >> "$STATE"; }
-net() { # name extra-json
-  api POST /networks "{\"network\":{\"name\":\"$1\",\"project_id\":\"$PROJ\",\"admin_state_up\":true$2}}" | jq -r .network.id
-}
-subnet() { # net cidr
-  api POST /subnets "{\"subnet\":{\"project_id\":\"$PROJ\",\"network_id\":\"$1\",\"ip_version\":4,\"cidr\":\"$2\",\"gateway_ip\":null,\"enable_dhcp\":false}}" >/dev/null
-}
 port() { # net name extra-json -> port json
   api POST /ports "{\"port\":{\"name\":\"$2\",\"project_id\":\"$PROJ\",\"network_id\":\"$1\"$3}}"
 }
@@ -80,13 +60,7 @@ up() {
   log "trunk $TRUNK parent $PARENT ($MAC) subports $S1 (101) $S2 (102), bridge $BR"
   # os-vif: the trunk bridge, then the VM's tap on it
   "${VSCTL[@]}" --may-exist add-br "$BR" -- set Bridge "$BR" datapath_type=netdev
-  "${HVX[@]}" ip link del "$TAP" 2>/dev/null || true
-  "${HVX[@]}" ip link add "$TAP" type veth peer name "v${PARENT:0:11}"
-  "${HVX[@]}" ip link set "v${PARENT:0:11}" address "$MAC"
-  "${HVX[@]}" ip link set "v${PARENT:0:11}" up; "${HVX[@]}" ip link set "$TAP" up
-  "${VSCTL[@]}" -- --may-exist add-port "$BR" "$TAP" -- set Interface "$TAP" \
-     external_ids:iface-id="$PARENT" external_ids:attached-mac="$MAC" \
-     external_ids:iface-status=active external_ids:vm-uuid="$DEV"
+  vif_plug "$BR" "$TAP" "$PARENT" "$MAC" "$DEV"
   wait_status "/ports/$PARENT" .port.status ACTIVE
   wait_status "/ports/$S1" .port.status ACTIVE
   wait_status "/ports/$S2" .port.status ACTIVE
@@ -95,15 +69,7 @@ up() {
   settle
 }
 
-settle() {
-  local a="" b i
-  for i in $(seq 1 40); do
-    b=$(snapshot) || { log "snapshot failed"; return 1; }
-    [ -n "$a" ] && [ "$a" = "$b" ] && { log "settled"; return 0; }
-    a=$b; sleep 3
-  done
-  log "not settled after 120 s"; return 1
-}
+settle() { capture_settle 40; }
 snapshot() {
   local b
   for b in $("${VSCTL[@]}" list-br); do
@@ -114,10 +80,7 @@ snapshot() {
 
 capture() { # dir
   local D=$1 b
-  mkdir -p "$D"
-  OUT=$D RELEASE=$RELEASE "$HERE/capture.sh" >/dev/null
-  [ -s "$D/ovs/flows-br-int.nostats.txt" ] && [ -s "$D/api-ports.json" ] || { log "capture.sh wrote nothing to $D"; return 1; }
-  rm -f "$D/process_memory.txt" "$D/rabbit_topology_full.txt" "$D/ovs/dpctl-dump-conntrack.txt" "$D/ovs/dpctl-dump-flows.txt"
+  capture_base "$D" || return 1
   ( cd "$D/ovs"
     export OVS_RUNDIR=$REFENV_OVS_DIR
     for b in $("${VSCTL[@]}" list-br | grep '^tbr-'); do
