@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -15,7 +16,10 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
+
+	"github.com/ovsagent/ovsagent/internal/testing/ovsdump"
 )
 
 // Helpers of the scenario and restart suites (scenario_test.go,
@@ -333,8 +337,52 @@ func (p *TimedPinger) Stop() PingReport {
 	return r
 }
 
-// StatusWatch polls ports' status every 100 ms (neutron has no watch) and
-// records every status other than ACTIVE it sees.
+// PingPath is one ping of a PingSet: from a VM to an address, named in the reports.
+type PingPath struct {
+	Name string
+	From *VM
+	To   string
+}
+
+// PingSet is a TimedPinger per path, started and stopped together: what a restart or a
+// takeover must not interrupt.
+type PingSet struct {
+	paths []PingPath
+	p     []*TimedPinger
+}
+
+// StartPings starts a TimedPinger on each path.
+func StartPings(t testing.TB, paths ...PingPath) *PingSet {
+	t.Helper()
+	ps := &PingSet{}
+	for _, x := range paths {
+		p, err := x.From.StartTimedPing(x.To)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps.paths, ps.p = append(ps.paths, x), append(ps.p, p)
+	}
+	return ps
+}
+
+// Stop stops every pinger, logs each path's counts and longest gap, and fails a path
+// that lost an echo or sent fewer than minSent.
+func (ps *PingSet) Stop(t testing.TB, what string, minSent int) []PingReport {
+	t.Helper()
+	var out []PingReport
+	for i, p := range ps.p {
+		r := p.Stop()
+		out = append(out, r)
+		t.Logf("%s: ping -i 0.1 from %s: %d sent, %d lost, longest gap %s", what, ps.paths[i].Name, r.Sent, r.Lost(), r.MaxGap.Round(time.Millisecond))
+		if r.Sent < minSent || r.Lost() != 0 {
+			t.Errorf("%s: ping from %s: %d sent, %d lost (icmp_seq %v)", what, ps.paths[i].Name, r.Sent, r.Lost(), r.Missing)
+		}
+	}
+	return out
+}
+
+// StatusWatch polls ports' status (neutron has no watch), one API list of them per poll,
+// and records every status other than ACTIVE it sees.
 type StatusWatch struct {
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -344,30 +392,42 @@ type StatusWatch struct {
 	flaps  []string
 }
 
-// WatchStatus starts polling the ports.
-func (e *Env) WatchStatus(ports ...*Port) *StatusWatch {
+// WatchStatus starts polling the ports every 100 ms.
+func (e *Env) WatchStatus(ports ...*Port) *StatusWatch { return e.watchStatusEvery(pollEvery, ports) }
+
+// watchStatusEvery starts polling the ports every interval.
+func (e *Env) watchStatusEvery(every time.Duration, ports []*Port) *StatusWatch {
 	ctx, cancel := context.WithCancel(e.Ctx)
 	w := &StatusWatch{cancel: cancel, done: make(chan struct{})}
+	ids := map[string]bool{}
+	for _, p := range ports {
+		ids[p.ID] = true
+	}
+	// Every port's id and status, filtered here: an id filter of a hundred ports would
+	// exceed the API server's request line (uwsgi's 4 KB buffer).
+	q := url.Values{"fields": {"id", "status"}}
 	go func() {
 		defer close(w.done)
 		for {
-			for _, p := range ports {
-				got, err := e.Neutron.GetPort(ctx, p.ID)
-				w.mu.Lock()
-				w.polls++
-				if err != nil {
-					if ctx.Err() == nil {
-						w.errs++
-					}
-				} else if got.Status != "ACTIVE" {
-					w.flaps = append(w.flaps, fmt.Sprintf("%s %s at %s", p.ID[:8], got.Status, time.Now().UTC().Format("15:04:05.000")))
+			ps, err := e.Neutron.ListPorts(ctx, q)
+			w.mu.Lock()
+			w.polls++
+			if err != nil {
+				if ctx.Err() == nil {
+					w.errs++
 				}
-				w.mu.Unlock()
+			} else {
+				for _, p := range ps {
+					if ids[p.ID] && p.Status != "ACTIVE" {
+						w.flaps = append(w.flaps, fmt.Sprintf("%s %s at %s", p.ID[:8], p.Status, time.Now().UTC().Format("15:04:05.000")))
+					}
+				}
 			}
+			w.mu.Unlock()
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(pollEvery):
+			case <-time.After(every):
 			}
 		}
 	}()
@@ -402,43 +462,37 @@ func (o OVS) FlowSet(ctx context.Context, bridge string) ([]string, error) {
 	return out, nil
 }
 
-// FlowCookies counts the bridge's flows per cookie.
-func (o OVS) FlowCookies(ctx context.Context, bridge string) (map[string]int, error) {
-	flows, err := o.DumpFlows(ctx, bridge)
-	if err != nil {
-		return nil, err
-	}
-	c := map[string]int{}
-	for _, f := range flows {
-		if m := cookieField.FindStringSubmatch(f); m != nil {
-			c[m[1]]++
-		} else {
-			c["0x0"]++
+// cookieRe is a flow's cookie (the first cookie= of a dump line: a learn action's comes after).
+var cookieRe = regexp.MustCompile(`cookie=(0x[0-9a-f]+)`)
+
+// flowCookies counts the flows of each cookie on the bridges.
+func flowCookies(ctx context.Context, o OVS, bridges ...string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, br := range bridges {
+		fs, err := o.DumpFlows(ctx, br)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range fs {
+			c := "0x0"
+			if m := cookieRe.FindStringSubmatch(f); m != nil {
+				c = m[1]
+			}
+			out[c]++
 		}
 	}
-	return c, nil
+	return out, nil
 }
 
-// diffSets lists what a has that b lacks ("-") and what b has that a lacks ("+").
+// diffSets lists what a has that b lacks ("-") and what b has that a lacks ("+"), sorted.
 func diffSets(a, b []string) []string {
-	in := func(s []string) map[string]int {
-		m := map[string]int{}
-		for _, x := range s {
-			m[x]++
-		}
-		return m
-	}
-	ma, mb := in(a), in(b)
+	onlyA, onlyB := ovsdump.Diff(a, b)
 	var d []string
-	for x, n := range ma {
-		if mb[x] < n {
-			d = append(d, "- "+x)
-		}
+	for _, x := range onlyA {
+		d = append(d, "- "+x)
 	}
-	for x, n := range mb {
-		if ma[x] < n {
-			d = append(d, "+ "+x)
-		}
+	for _, x := range onlyB {
+		d = append(d, "+ "+x)
 	}
 	sort.Strings(d)
 	return d

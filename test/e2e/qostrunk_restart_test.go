@@ -13,7 +13,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -23,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovsagent/ovsagent/internal/testing/ovsdump"
 	"github.com/ovsagent/ovsagent/internal/trunk"
 )
 
@@ -276,38 +276,11 @@ func (w *meterWatch) Stop() (int, []string, int) {
 	return w.samples, w.bad, w.extra
 }
 
-// scenePings pings from the limited VM, the trunk parent and the VLAN 101 subport.
-type scenePings struct {
-	names []string
-	p     []*TimedPinger
-}
-
-func (s *qosTrunkScene) startPings(t *testing.T) *scenePings {
+// startPings pings from the limited VM, the trunk parent and the two subports.
+func (s *qosTrunkScene) startPings(t *testing.T) *PingSet {
 	t.Helper()
-	sp := &scenePings{}
-	for _, x := range []struct {
-		name string
-		from *VM
-		to   string
-	}{{"qos VM", s.qvm, s.qpeer.IP}, {"trunk parent", s.tvm, s.peers[0].IP}, {"subport 101", s.tvm, s.peers[1].IP}, {"subport 102", s.tvm, s.peers[2].IP}} {
-		p, err := x.from.StartTimedPing(x.to)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sp.names, sp.p = append(sp.names, x.name), append(sp.p, p)
-	}
-	return sp
-}
-
-func (sp *scenePings) stop(t *testing.T, what string) {
-	t.Helper()
-	for i, p := range sp.p {
-		r := p.Stop()
-		t.Logf("%s: ping -i 0.1 from %s: %d sent, %d lost, longest gap %s", what, sp.names[i], r.Sent, r.Lost(), r.MaxGap.Round(time.Millisecond))
-		if r.Sent < 50 || r.Lost() != 0 {
-			t.Errorf("%s: ping from %s: %d sent, %d lost (icmp_seq %v)", what, sp.names[i], r.Sent, r.Lost(), r.Missing)
-		}
-	}
+	return StartPings(t, PingPath{"qos VM", s.qvm, s.qpeer.IP}, PingPath{"trunk parent", s.tvm, s.peers[0].IP},
+		PingPath{"subport 101", s.tvm, s.peers[1].IP}, PingPath{"subport 102", s.tvm, s.peers[2].IP})
 }
 
 // TestQoSTrunkRestart: ovs-agent (qos extension, meters) on hv-a is killed with SIGKILL
@@ -365,7 +338,7 @@ func TestQoSTrunkRestart(t *testing.T) {
 	if len(bad) > 0 || extra > 0 {
 		t.Errorf("restart: the limit was not in place all the time: %v", bad)
 	}
-	pings.stop(t, "restart")
+	pings.Stop(t, "restart", 50)
 	polls, perrs, flaps := watch.Stop()
 	t.Logf("restart: port status polled %d times (%d errors), %d non-ACTIVE", polls, perrs, len(flaps))
 	if len(flaps) > 0 {
@@ -384,11 +357,8 @@ func TestQoSTrunkRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, b := thDiffLines(flowsBefore.Normalized(), flowsAfter.Normalized()); len(a)+len(b) > 0 {
-		t.Errorf("restart: br-int flows differ:\nonly before: %s\nonly after: %s", strings.Join(a, "\n"), strings.Join(b, "\n"))
-	} else {
-		t.Logf("restart: br-int: the same %d flows", len(flowsAfter))
-	}
+	onlyBefore, onlyAfter := ovsdump.Diff(flowsBefore.Normalized(), flowsAfter.Normalized())
+	reportFlowDiff(t, "restart: "+ha.Name+" br-int", "before", "after", onlyBefore, onlyAfter, len(flowsAfter))
 	cookiesAfter := hvCookies(t, e, ha)
 	if len(cookiesAfter) != len(cookiesBefore) {
 		t.Errorf("restart: cookies %v, before %v (stale flows?)", cookiesAfter, cookiesBefore)
@@ -425,35 +395,10 @@ func TestQoSTrunkTakeover(t *testing.T) {
 	}
 	th := newTwoHostOVS(e)
 	ha, hb := th.HV[0], th.HV[1]
-	type hvRun struct {
-		dir, ini, metrics string
-		ref               *refAgent
-	}
-	runs := map[*Hypervisor]*hvRun{}
-	for _, h := range th.HV {
-		metrics := fmt.Sprintf("127.0.0.1:%d", 9190+h.N)
-		dir, ini := refTwoHostIni(t, h, metrics)
-		b, err := os.ReadFile(ini)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body := strings.Replace(strings.Replace(string(b), "\n[agent]\n", "\n[agent]\nextensions = qos\n", 1),
+	runs := startRefTwoHost(t, e, th, func(ini string) string {
+		return strings.Replace(strings.Replace(ini, "\n[agent]\n", "\n[agent]\nextensions = qos\n", 1),
 			"\n[ovs]\n", "\n[ovs]\nqos_meter_bandwidth = True\n", 1)
-		if err := os.WriteFile(ini, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		before := ""
-		if ai, err := e.Neutron.OVSAgent(e.Ctx, h.Name); err == nil && ai != nil {
-			before = ai.StartedAt
-		}
-		ref := startRefAgentIn(t, dir, ini, h.NS, "OVS_RUNDIR="+h.Dir)
-		runs[h] = &hvRun{dir: dir, ini: ini, metrics: metrics, ref: ref}
-		took, err := e.WaitNewStart(h.Name, before, 240*time.Second)
-		if err != nil {
-			t.Fatalf("%s: reference agent not alive: %v\n%s", h.Name, err, ref.LogTail(30))
-		}
-		t.Logf("%s: reference agent (qos, meters) alive %s after start (log %s)", h.Name, took.Round(time.Millisecond), ref.logPath)
-	}
+	})
 	s := buildQoSTrunk(t, e, ha, hb)
 	s.ready(t, e)
 	s.checkQoS(t, e, "under the reference", 5701)
@@ -466,14 +411,8 @@ func TestQoSTrunkTakeover(t *testing.T) {
 		t.Fatalf("the reference should limit with one meter and its flow: %s", ref)
 	}
 
-	r := runs[ha]
-	cfg := ha.AgentConfig()
-	cfg.MetricsListen = r.metrics
-	a, err := NewAgent(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.NeutronConf, a.AgentIni = refNeutronConf(), r.ini
+	r := runs[0] // ha
+	a := swapAgent(t, r)
 	// The dry run on the reference's host, with the same files: QoS meters and rows
 	// and a trunk bridge are adopted (the qos extension is on, the trunk handler
 	// too), not refused as state ovs-agent would not rebuild.
@@ -502,60 +441,14 @@ func TestQoSTrunkTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := hvCookies(t, e, ha)
-	took, killed := r.ref.Stop(20 * time.Second)
-	t.Logf("hv-a: reference agent stopped after %s (SIGKILL: %v); flows by cookie %v", took.Round(time.Millisecond), killed, old)
-	time.Sleep(500 * time.Millisecond)
-	start := time.Now()
-	if err := a.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ha.Agent = a
-	t.Cleanup(func() {
-		if _, killed, err := a.Stop(20 * time.Second); err != nil || killed {
-			t.Errorf("hv-a: ovs-agent stop: killed=%v err=%v", killed, err)
-		}
-		if t.Failed() {
-			t.Logf("hv-a: ovs-agent log tail:\n%s", a.LogTail(60))
-		}
-	})
-	var syncAfter, cleanAfter time.Duration
-	for time.Since(start) < 120*time.Second && (syncAfter == 0 || cleanAfter == 0) {
-		if syncAfter == 0 {
-			out, err := ha.inNS(e.Ctx, "curl", "-sf", "-m", "2", "http://"+r.metrics+"/metrics")
-			if err == nil && strings.Contains(out, "\novsagent_in_sync 1\n") {
-				syncAfter = time.Since(start)
-			}
-		}
-		if cleanAfter == 0 {
-			now := hvCookies(t, e, ha)
-			left := 0
-			for c := range old {
-				if strings.HasSuffix(c, "0a65") {
-					continue // ovs-agent's tag: not the reference's
-				}
-				left += now[c]
-			}
-			if left == 0 {
-				cleanAfter = time.Since(start)
-			}
-		}
-		select {
-		case <-a.Exited():
-			t.Fatalf("hv-a: ovs-agent exited: %v\n%s", a.ExitErr(), a.LogTail(40))
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	if syncAfter == 0 || cleanAfter == 0 {
-		t.Fatalf("hv-a: takeover not complete: in sync after %s, reference cookies gone after %s\n%s", syncAfter, cleanAfter, a.LogTail(40))
-	}
-	t.Logf("hv-a: ovs-agent in sync %s after start, reference cookies gone after %s", syncAfter.Round(time.Millisecond), cleanAfter.Round(time.Millisecond))
+	takeOver(t, e, r, a, old)
 	time.Sleep(3 * time.Second)
 	samples, bad, extra := meters.Stop()
 	t.Logf("takeover: meter and meter flow sampled %d times every 50 ms across the swap: %d without the limit, %d with more than one", samples, len(bad), extra)
 	if len(bad) > 0 {
 		t.Errorf("takeover: the limit was not in place all the time: %v", bad)
 	}
-	pings.stop(t, "takeover")
+	pings.Stop(t, "takeover", 50)
 	polls, perrs, flaps := watch.Stop()
 	t.Logf("takeover: port status polled %d times (%d errors), %d non-ACTIVE", polls, perrs, len(flaps))
 	if len(flaps) > 0 {
@@ -574,7 +467,7 @@ func TestQoSTrunkTakeover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	onlyRef, onlyOurs := thDiffLines(refFlows.Normalized(), d.Normalized())
+	onlyRef, onlyOurs := ovsdump.Diff(refFlows.Normalized(), d.Normalized())
 	// The 2026.2 reference can miss remote-group members: in 2 of 3 runs the addresses
 	// of the trunk parent and of a subport (bound last) were absent from the limited
 	// VM's network's conjunction flows, which it had refreshed after their member
@@ -597,23 +490,8 @@ func TestQoSTrunkTakeover(t *testing.T) {
 	if len(lag) > 0 {
 		t.Logf("hv-a br-int: remote-group member flows of ours the reference lacked when it stopped (its miss, not a takeover change):\n%s", strings.Join(lag, "\n"))
 	}
-	if len(onlyRef)+len(onlyOurs) > 0 {
-		t.Errorf("hv-a br-int: flows differ from the reference's\nonly the reference's:\n%s\nonly ours:\n%s", strings.Join(onlyRef, "\n"), strings.Join(onlyOurs, "\n"))
-	} else {
-		t.Logf("hv-a br-int: ours equal the reference's (%d flows)", len(d))
-	}
-	for _, br := range []string{"br-int", "br-tun"} {
-		c, err := flowCookies(e.Ctx, ha.OVS, br)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for cookie := range c {
-			if len(c) != 1 || !strings.HasSuffix(cookie, "0a65") {
-				t.Errorf("hv-a %s: flows by cookie %v, want ovs-agent's only", br, c)
-				break
-			}
-		}
-	}
+	reportFlowDiff(t, ha.Name+" br-int", "the reference's", "ours", onlyRef, onlyOurs, len(d))
+	onlyOurCookies(t, e, ha, "br-int", "br-tun")
 	dry("after the swap")
 	s.checkQoS(t, e, "after the takeover", 5721)
 	for i, p := range s.peers {

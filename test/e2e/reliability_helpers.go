@@ -425,7 +425,7 @@ func staleFlows(ctx context.Context, o OVS, a *Agent) ([]string, error) {
 			if strings.Contains(f, "table=20") && strings.Contains(f, "hard_timeout=") {
 				continue
 			}
-			if m := cookieField.FindStringSubmatch(f); m == nil || m[1] != c {
+			if m := cookieRe.FindStringSubmatch(f); m == nil || m[1] != c {
 				stale = append(stale, br+": "+f)
 			}
 		}

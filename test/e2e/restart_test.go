@@ -89,7 +89,7 @@ func stableFlowSets(t *testing.T, e *Env) map[string][]string {
 func onlyCookies(e *Env, a *Agent) error {
 	want := a.Cookies()
 	for _, br := range agentBridges {
-		c, err := e.OVS.FlowCookies(e.Ctx, br)
+		c, err := flowCookies(e.Ctx, e.OVS, br)
 		if err != nil {
 			return err
 		}

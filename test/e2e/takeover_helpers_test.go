@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -470,77 +469,6 @@ func (s *tcpSession) close() {
 	}
 }
 
-// statusWatch polls the ports' status and records every status other than
-// ACTIVE it sees.
-type statusWatch struct {
-	mu      sync.Mutex
-	polls   int
-	changes []string
-	stop    chan struct{}
-	done    chan struct{}
-}
-
-func watchStatus(ctx context.Context, n *Neutron, ports []*Port) *statusWatch {
-	w := &statusWatch{stop: make(chan struct{}), done: make(chan struct{})}
-	ids := map[string]bool{}
-	for _, p := range ports {
-		ids[p.ID] = true
-	}
-	go func() {
-		defer close(w.done)
-		for {
-			ps, err := n.ListPorts(ctx, nil)
-			if err == nil {
-				w.mu.Lock()
-				w.polls++
-				for _, p := range ps {
-					if ids[p.ID] && p.Status != "ACTIVE" {
-						w.changes = append(w.changes, time.Now().Format("15:04:05.000")+" "+p.ID[:8]+" "+p.Status)
-					}
-				}
-				w.mu.Unlock()
-			}
-			select {
-			case <-w.stop:
-				return
-			case <-ctx.Done():
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	}()
-	return w
-}
-
-func (w *statusWatch) Stop() (int, []string) {
-	close(w.stop)
-	<-w.done
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.polls, append([]string(nil), w.changes...)
-}
-
-var cookieRe = regexp.MustCompile(`cookie=(0x[0-9a-f]+)`)
-
-// flowCookies counts the flows of each cookie on the bridges.
-func flowCookies(ctx context.Context, o OVS, bridges ...string) (map[string]int, error) {
-	out := map[string]int{}
-	for _, br := range bridges {
-		fs, err := o.DumpFlows(ctx, br)
-		if err != nil {
-			return nil, err
-		}
-		for _, f := range fs {
-			c := "0x0"
-			if m := cookieRe.FindStringSubmatch(f); m != nil {
-				c = m[1]
-			}
-			out[c]++
-		}
-	}
-	return out, nil
-}
-
 // normalizedFlows is a bridge's flow table without cookies (and without
 // learned flows, whose presence depends on traffic), sorted.
 func normalizedFlows(ctx context.Context, o OVS, br string) ([]string, error) {
@@ -559,28 +487,6 @@ func normalizedFlows(ctx context.Context, o OVS, br string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
-}
-
-// diffLines returns lines only in a and only in b.
-func diffLines(a, b []string) (onlyA, onlyB []string) {
-	ca := map[string]int{}
-	for _, l := range a {
-		ca[l]++
-	}
-	for _, l := range b {
-		if ca[l] > 0 {
-			ca[l]--
-		} else {
-			onlyB = append(onlyB, l)
-		}
-	}
-	for l, n := range ca {
-		for ; n > 0; n-- {
-			onlyA = append(onlyA, l)
-		}
-	}
-	sort.Strings(onlyA)
-	return onlyA, onlyB
 }
 
 func head(ls []string, n int) []string {

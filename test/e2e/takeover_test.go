@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ovsagent/ovsagent/internal/testing/ovsdump"
 )
 
 var takeoverBridges = []string{"br-int", "br-tun", "br-phys"}
@@ -223,7 +225,7 @@ func TestTakeoverFromReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	watch := watchStatus(e.Ctx, e.Neutron, ports)
+	watch := e.watchStatusEvery(200*time.Millisecond, ports)
 	time.Sleep(time.Second)
 
 	stopTook, killed := ref.Stop(20 * time.Second)
@@ -245,7 +247,7 @@ func TestTakeoverFromReference(t *testing.T) {
 	time.Sleep(3 * time.Second)
 
 	st := pinger.Stop()
-	polls, changes := watch.Stop()
+	polls, _, changes := watch.Stop()
 	sent, got, maxRTT, failures := sess.Stop()
 	t.Logf("TAKEOVER release %s, %d ports: ping across the swap: sent %d, received %d, lost %d", refRelease(), len(ports), st.Sent, st.Received, st.Lost())
 	t.Logf("TCP session: %d sent, %d echoed, max RTT %s, failures %v", sent, got, maxRTT, failures)
@@ -310,7 +312,7 @@ func TestTakeoverFromReference(t *testing.T) {
 	}
 	for _, br := range takeoverBridges {
 		after, _ := normalizedFlows(e.Ctx, e.OVS, br)
-		onlyTakeover, onlyFresh := diffLines(beforeRestart[br], after)
+		onlyTakeover, onlyFresh := ovsdump.Diff(beforeRestart[br], after)
 		t.Logf("%s: %d flows after the takeover, %d after a restart of ovs-agent", br, len(beforeRestart[br]), len(after))
 		if len(onlyTakeover)+len(onlyFresh) > 0 {
 			t.Errorf("%s differs from ovs-agent's own computation: only after takeover %q; only after restart %q", br, head(onlyTakeover, 10), head(onlyFresh, 10))
@@ -392,7 +394,7 @@ func reverseSwap(t *testing.T, e *Env, a *Agent, dir, ini string, vm1, vm2 *VM, 
 		t.Fatal(err)
 	}
 	sess, serr := openTCPSession(vm1, vm2.IP, tcpPort, 100*time.Millisecond)
-	watch := watchStatus(e.Ctx, e.Neutron, ports)
+	watch := e.watchStatusEvery(200*time.Millisecond, ports)
 	time.Sleep(time.Second)
 	stopTook, _, _ := a.Stop(20 * time.Second)
 	before := startedAt(e)
@@ -411,7 +413,7 @@ func reverseSwap(t *testing.T, e *Env, a *Agent, dir, ini string, vm1, vm2 *VM, 
 	r := waitSwapped(t, e, start, ours, nil, 240*time.Second)
 	time.Sleep(3 * time.Second)
 	st := pinger.Stop()
-	polls, changes := watch.Stop()
+	polls, _, changes := watch.Stop()
 	tcp := fmt.Sprintf("not opened (%v)", serr)
 	if serr == nil {
 		sent, got, _, failures := sess.Stop()
@@ -459,7 +461,7 @@ func TestTakeover100Ports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	watch := watchStatus(e.Ctx, e.Neutron, ports)
+	watch := e.watchStatusEvery(200*time.Millisecond, ports)
 	time.Sleep(time.Second)
 	took, killed := ref.Stop(20 * time.Second)
 	t.Logf("reference agent stopped after %s (SIGKILL: %v)", took, killed)
@@ -475,7 +477,7 @@ func TestTakeover100Ports(t *testing.T) {
 	t.Logf("100 PORTS: agent timings: %s", timingMetrics(e.Ctx, a))
 	time.Sleep(3 * time.Second)
 	st := pinger.Stop()
-	polls, changes := watch.Stop()
+	polls, _, changes := watch.Stop()
 	sent, got, maxRTT, failures := sess.Stop()
 	t.Logf("ping: sent %d received %d lost %d; TCP: %d/%d echoed, max RTT %s; status polls %d, non-ACTIVE %d", st.Sent, st.Received, st.Lost(), got, sent, maxRTT, polls, len(changes))
 	if st.Lost() != 0 {

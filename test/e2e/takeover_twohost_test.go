@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ovsagent/ovsagent/internal/testing/ovsdump"
 )
 
 // refTwoHostIni is the reference agent's ini for one twohost hypervisor:
@@ -72,6 +74,145 @@ func hvCookies(t *testing.T, e *Env, h *Hypervisor) map[string]int {
 	return c
 }
 
+// refHV is a twohost hypervisor run by the reference agent, to be taken over by ovs-agent
+// with the same --config-file arguments.
+type refHV struct {
+	h                 *Hypervisor
+	dir, ini, metrics string
+	ref               *refAgent
+}
+
+// startRefTwoHost starts the reference agent on each of th's hypervisors with the ini
+// refTwoHostIni writes (changed by edit first, if not nil) and waits until the API shows
+// each alive with a new started_at.
+func startRefTwoHost(t *testing.T, e *Env, th *TwoHost, edit func(ini string) string) []*refHV {
+	t.Helper()
+	var runs []*refHV
+	for _, h := range th.HV {
+		metrics := fmt.Sprintf("127.0.0.1:%d", 9190+h.N)
+		dir, ini := refTwoHostIni(t, h, metrics)
+		if edit != nil {
+			b, err := os.ReadFile(ini)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(ini, []byte(edit(string(b))), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := ""
+		if ai, err := e.Neutron.OVSAgent(e.Ctx, h.Name); err == nil && ai != nil {
+			before = ai.StartedAt
+		}
+		ref := startRefAgentIn(t, dir, ini, h.NS, "OVS_RUNDIR="+h.Dir)
+		runs = append(runs, &refHV{h: h, dir: dir, ini: ini, metrics: metrics, ref: ref})
+		took, err := e.WaitNewStart(h.Name, before, 240*time.Second)
+		if err != nil {
+			t.Fatalf("%s: reference agent not alive: %v\n%s", h.Name, err, ref.LogTail(30))
+		}
+		t.Logf("%s: reference agent alive %s after start (netns %s, log %s)", h.Name, took.Round(time.Millisecond), h.NS, ref.logPath)
+	}
+	return runs
+}
+
+// swapAgent is ovs-agent for r's hypervisor, configured by the reference's own files
+// (not started).
+func swapAgent(t *testing.T, r *refHV) *Agent {
+	t.Helper()
+	cfg := r.h.AgentConfig()
+	cfg.MetricsListen = r.metrics
+	a, err := NewAgent(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.NeutronConf, a.AgentIni = refNeutronConf(), r.ini
+	return a
+}
+
+// takeOver stops r's reference agent (old: its flows by cookie, as it leaves them) and
+// starts a in its place; it returns once ovs-agent is in sync (its metrics, polled inside
+// the namespace) and the reference's cookies are gone from the hypervisor's bridges.
+func takeOver(t *testing.T, e *Env, r *refHV, a *Agent, old map[string]int) (syncAfter, cleanAfter time.Duration) {
+	t.Helper()
+	h := r.h
+	took, killed := r.ref.Stop(20 * time.Second)
+	t.Logf("%s: reference agent stopped after %s (SIGKILL: %v); flows by cookie %v", h.Name, took.Round(time.Millisecond), killed, old)
+	time.Sleep(500 * time.Millisecond)
+	start := time.Now()
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h.Agent = a
+	t.Cleanup(func() {
+		if _, killed, err := a.Stop(20 * time.Second); err != nil || killed {
+			t.Errorf("%s: ovs-agent stop: killed=%v err=%v", h.Name, killed, err)
+		}
+		if t.Failed() {
+			t.Logf("%s: ovs-agent log tail:\n%s", h.Name, a.LogTail(60))
+		}
+	})
+	for time.Since(start) < 120*time.Second && (syncAfter == 0 || cleanAfter == 0) {
+		if syncAfter == 0 {
+			out, err := h.inNS(e.Ctx, "curl", "-sf", "-m", "2", "http://"+r.metrics+"/metrics")
+			if err == nil && strings.Contains(out, "\novsagent_in_sync 1\n") {
+				syncAfter = time.Since(start)
+			}
+		}
+		if cleanAfter == 0 {
+			now := hvCookies(t, e, h)
+			left := 0
+			for c := range old {
+				if strings.HasSuffix(c, "0a65") {
+					continue // ovs-agent's tag: not the reference's
+				}
+				left += now[c]
+			}
+			if left == 0 {
+				cleanAfter = time.Since(start)
+			}
+		}
+		select {
+		case <-a.Exited():
+			t.Fatalf("%s: ovs-agent exited: %v\n%s", h.Name, a.ExitErr(), a.LogTail(40))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if syncAfter == 0 || cleanAfter == 0 {
+		t.Fatalf("%s: takeover not complete: in sync after %s, reference cookies gone after %s\n%s", h.Name, syncAfter, cleanAfter, a.LogTail(40))
+	}
+	t.Logf("%s: ovs-agent in sync %s after start, reference cookies gone after %s", h.Name, syncAfter.Round(time.Millisecond), cleanAfter.Round(time.Millisecond))
+	return syncAfter, cleanAfter
+}
+
+// onlyOurCookies fails unless each of h's bridges holds flows of one cookie, ovs-agent's
+// (its tag 0x0a65 in the low 16 bits).
+func onlyOurCookies(t *testing.T, e *Env, h *Hypervisor, bridges ...string) {
+	t.Helper()
+	for _, br := range bridges {
+		c, err := flowCookies(e.Ctx, h.OVS, br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for cookie := range c {
+			if len(c) != 1 || !strings.HasSuffix(cookie, "0a65") {
+				t.Errorf("%s %s: flows by cookie %v, want ovs-agent's only", h.Name, br, c)
+				break
+			}
+		}
+	}
+}
+
+// reportFlowDiff fails on lines only in the first (named a) or only in the second dump
+// (named b) of what, and logs that the n flows are equal otherwise.
+func reportFlowDiff(t *testing.T, what, a, b string, onlyA, onlyB []string, n int) {
+	t.Helper()
+	if len(onlyA)+len(onlyB) > 0 {
+		t.Errorf("%s: flows differ\nonly %s:\n%s\nonly %s:\n%s", what, a, strings.Join(onlyA, "\n"), b, strings.Join(onlyB, "\n"))
+	} else {
+		t.Logf("%s: %s equal %s (%d flows)", what, b, a, n)
+	}
+}
+
 // TestTakeoverTwoHosts: the reference agent runs on two hypervisors joined
 // by VXLAN with l2population (tunnel ports, FDB flows toward the peer); a
 // ping every 100 ms and a TCP session cross from a VM on one to a VM on the
@@ -86,30 +227,7 @@ func TestTakeoverTwoHosts(t *testing.T) {
 	}
 	th := newTwoHostOVS(e)
 	ha, hb := th.HV[0], th.HV[1]
-	type hvRun struct {
-		h       *Hypervisor
-		dir     string
-		ini     string
-		metrics string
-		ref     *refAgent
-	}
-	var runs []*hvRun
-	for _, h := range th.HV {
-		metrics := fmt.Sprintf("127.0.0.1:%d", 9190+h.N)
-		dir, ini := refTwoHostIni(t, h, metrics)
-		before := ""
-		if ai, err := e.Neutron.OVSAgent(e.Ctx, h.Name); err == nil && ai != nil {
-			before = ai.StartedAt
-		}
-		ref := startRefAgentIn(t, dir, ini, h.NS, "OVS_RUNDIR="+h.Dir)
-		r := &hvRun{h: h, dir: dir, ini: ini, metrics: metrics, ref: ref}
-		runs = append(runs, r)
-		took, err := e.WaitNewStart(h.Name, before, 240*time.Second)
-		if err != nil {
-			t.Fatalf("%s: reference agent not alive: %v\n%s", h.Name, err, ref.LogTail(30))
-		}
-		t.Logf("%s: reference agent alive %s after start (netns %s, log %s)", h.Name, took.Round(time.Millisecond), h.NS, ref.logPath)
-	}
+	runs := startRefTwoHost(t, e, th, nil)
 
 	nw := e.Network(NetworkSpec{Name: "vx2", NetworkType: "vxlan"})
 	e.Subnet(nw.ID, "10.251.9.0/24")
@@ -136,11 +254,8 @@ func TestTakeoverTwoHosts(t *testing.T) {
 		t.Logf("reference on both: %s -> %s first reply after %s", vmA.NS, vmB.NS, d.Round(time.Millisecond))
 	}
 	sess := echoSession(t, vmA, vmB, 5011)
-	pinger, err := vmA.StartPing(vmB.IP)
-	if err != nil {
-		t.Fatal(err)
-	}
-	watch := watchStatus(e.Ctx, e.Neutron, ports)
+	pings := StartPings(t, PingPath{vmA.NS + " -> " + vmB.NS, vmA, vmB.IP})
+	watch := e.watchStatusEvery(200*time.Millisecond, ports)
 	time.Sleep(time.Second)
 
 	for _, r := range runs {
@@ -162,59 +277,7 @@ func TestTakeoverTwoHosts(t *testing.T) {
 		} else {
 			t.Logf("%s: reference's br-int: %d flows, %d in the firewall tables; br-tun %d flows", h.Name, len(refFlows["br-int"]), n, len(refFlows["br-tun"]))
 		}
-		took, killed := r.ref.Stop(20 * time.Second)
-		t.Logf("%s: reference agent stopped after %s (SIGKILL: %v); flows by cookie %v", h.Name, took.Round(time.Millisecond), killed, old)
-		time.Sleep(500 * time.Millisecond)
-		start := time.Now()
-		cfg := h.AgentConfig()
-		cfg.MetricsListen = r.metrics
-		a, err := NewAgent(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a.NeutronConf, a.AgentIni = refNeutronConf(), r.ini
-		if err := a.Start(); err != nil {
-			t.Fatal(err)
-		}
-		h.Agent = a
-		t.Cleanup(func() {
-			if _, killed, err := a.Stop(20 * time.Second); err != nil || killed {
-				t.Errorf("%s: ovs-agent stop: killed=%v err=%v", h.Name, killed, err)
-			}
-			if t.Failed() {
-				t.Logf("%s: ovs-agent log tail:\n%s", h.Name, a.LogTail(60))
-			}
-		})
-		// ovs-agent's metrics listen inside the namespace: poll in sync there,
-		// and the old cookies on the hypervisor's own OVS.
-		var syncAfter, cleanAfter time.Duration
-		for time.Since(start) < 120*time.Second && (syncAfter == 0 || cleanAfter == 0) {
-			if syncAfter == 0 {
-				out, err := h.inNS(e.Ctx, "curl", "-sf", "-m", "2", "http://"+r.metrics+"/metrics")
-				if err == nil && strings.Contains(out, "\novsagent_in_sync 1\n") {
-					syncAfter = time.Since(start)
-				}
-			}
-			if cleanAfter == 0 {
-				now := hvCookies(t, e, h)
-				left := 0
-				for c := range old {
-					left += now[c]
-				}
-				if left == 0 {
-					cleanAfter = time.Since(start)
-				}
-			}
-			select {
-			case <-a.Exited():
-				t.Fatalf("%s: ovs-agent exited: %v\n%s", h.Name, a.ExitErr(), a.LogTail(40))
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-		if syncAfter == 0 || cleanAfter == 0 {
-			t.Fatalf("%s: swap not complete: in sync after %s, reference cookies gone after %s", h.Name, syncAfter, cleanAfter)
-		}
-		t.Logf("%s: ovs-agent in sync %s after start, reference cookies gone after %s", h.Name, syncAfter.Round(time.Millisecond), cleanAfter.Round(time.Millisecond))
+		takeOver(t, e, r, swapAgent(t, r), old)
 		if ports, err := h.TunnelPorts(e.Ctx); err != nil || len(ports) != 1 {
 			t.Errorf("%s: tunnel ports %v (%v) after the swap, want the reference's one", h.Name, ports, err)
 		}
@@ -224,25 +287,18 @@ func TestTakeoverTwoHosts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			onlyRef, onlyOurs := thDiffLines(refFlows[br].Normalized(), d.Normalized())
+			onlyRef, onlyOurs := ovsdump.Diff(refFlows[br].Normalized(), d.Normalized())
 			onlyRef, onlyOurs = dropZedPipelineDiffs(onlyRef, true), dropZedPipelineDiffs(onlyOurs, false)
-			if len(onlyRef)+len(onlyOurs) > 0 {
-				t.Errorf("%s %s: flows differ from the reference's\nonly the reference's:\n%s\nonly ours:\n%s", h.Name, br, strings.Join(onlyRef, "\n"), strings.Join(onlyOurs, "\n"))
-			} else {
-				t.Logf("%s %s: ours equal the reference's (%d flows)", h.Name, br, len(d))
-			}
+			reportFlowDiff(t, h.Name+" "+br, "the reference's", "ours", onlyRef, onlyOurs, len(d))
 		}
 		time.Sleep(2 * time.Second)
 	}
 
-	st := pinger.Stop()
-	polls, changes := watch.Stop()
+	st := pings.Stop(t, "across both swaps", 1)[0]
+	polls, _, changes := watch.Stop()
 	sent, got, maxRTT, failures := sess.Stop()
 	t.Logf("TWO HOSTS: ping %s -> %s across both swaps: sent %d received %d lost %d; TCP: %d/%d echoed, max RTT %s; status polls %d, non-ACTIVE %d",
 		vmA.NS, vmB.NS, st.Sent, st.Received, st.Lost(), got, sent, maxRTT.Round(time.Millisecond), polls, len(changes))
-	if st.Lost() != 0 {
-		t.Errorf("ping lost %d of %d", st.Lost(), st.Sent)
-	}
 	if len(failures) > 0 {
 		t.Errorf("TCP session: %v", failures)
 	}
@@ -253,18 +309,7 @@ func TestTakeoverTwoHosts(t *testing.T) {
 	// one cookie, ovs-agent's (its tag 0x0a65 in the low 16 bits), and
 	// traffic both ways still flows.
 	for _, h := range th.HV {
-		for _, br := range []string{"br-int", "br-tun"} {
-			c, err := flowCookies(e.Ctx, h.OVS, br)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for cookie := range c {
-				if len(c) != 1 || !strings.HasSuffix(cookie, "0a65") {
-					t.Errorf("%s %s: flows by cookie %v, want ovs-agent's only", h.Name, br, c)
-					break
-				}
-			}
-		}
+		onlyOurCookies(t, e, h, "br-int", "br-tun")
 	}
 	for _, p := range [][2]*VM{{vmA, vmB}, {vmB, vmA}} {
 		if st, err := p[0].Ping(e.Ctx, p[1].IP, 5); err != nil || st.Lost() != 0 {

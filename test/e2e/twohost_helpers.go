@@ -3,11 +3,8 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -443,10 +439,7 @@ func thContains(l []string, s string) bool {
 	return false
 }
 
-var (
-	thCookieRe  = regexp.MustCompile(`cookie=(0x[0-9a-f]+)`)
-	thVolatilRe = regexp.MustCompile(`\s*(duration|n_packets|n_bytes|idle_age|hard_age)=[^,\s]*,?`)
-)
+var thVolatilRe = regexp.MustCompile(`\s*(duration|n_packets|n_bytes|idle_age|hard_age)=[^,\s]*,?`)
 
 // FlowDump is the flows of one bridge, one line each, without statistics.
 type FlowDump []string
@@ -466,7 +459,7 @@ func (d FlowDump) Cookies() map[string]int {
 			continue
 		}
 		c := "0x0"
-		if mm := thCookieRe.FindStringSubmatch(l); mm != nil {
+		if mm := cookieRe.FindStringSubmatch(l); mm != nil {
 			c = mm[1]
 		}
 		m[c]++
@@ -482,34 +475,12 @@ func (d FlowDump) Normalized() []string {
 		if strings.Contains(l, "hard_timeout=") {
 			continue
 		}
-		l = thCookieRe.ReplaceAllString(l, "")
+		l = cookieRe.ReplaceAllString(l, "")
 		l = thVolatilRe.ReplaceAllString(l, "")
 		out = append(out, strings.Join(strings.Fields(strings.ReplaceAll(l, ", ", " ")), " "))
 	}
 	sort.Strings(out)
 	return out
-}
-
-// thDiffLines returns the lines only in a and only in b.
-func thDiffLines(a, b []string) (onlyA, onlyB []string) {
-	ca := map[string]int{}
-	for _, l := range a {
-		ca[l]++
-	}
-	for _, l := range b {
-		if ca[l] > 0 {
-			ca[l]--
-		} else {
-			onlyB = append(onlyB, l)
-		}
-	}
-	for _, l := range a {
-		if ca[l] > 0 {
-			ca[l]--
-			onlyA = append(onlyA, l)
-		}
-	}
-	return onlyA, onlyB
 }
 
 // Healthz asks the agent's /healthz inside its namespace (200 = in sync).
@@ -551,144 +522,6 @@ func (e *Env) WaitNewStart(host, before string, timeout time.Duration) (time.Dur
 		}
 		time.Sleep(pollEvery)
 	}
-}
-
-// PortStatusWatch polls ports' status every 100 ms and records every status
-// other than want (e.g. a flap to DOWN during a restart).
-type PortStatusWatch struct {
-	mu      sync.Mutex
-	seen    []string
-	polls   int
-	stop    chan struct{}
-	stopped chan struct{}
-}
-
-// WatchPortStatus starts a PortStatusWatch over the ports.
-func (e *Env) WatchPortStatus(want string, ports ...*Port) *PortStatusWatch {
-	w := &PortStatusWatch{stop: make(chan struct{}), stopped: make(chan struct{})}
-	go func() {
-		defer close(w.stopped)
-		ids := make([]string, len(ports))
-		for i, p := range ports {
-			ids[i] = p.ID
-		}
-		for {
-			ps, err := e.Neutron.ListPorts(e.Ctx, url.Values{"id": ids})
-			w.mu.Lock()
-			if err == nil {
-				w.polls++
-				for _, p := range ps {
-					if p.Status != want {
-						w.seen = append(w.seen, fmt.Sprintf("%s %s=%s", time.Now().UTC().Format("15:04:05.000"), p.ID[:8], p.Status))
-					}
-				}
-			}
-			w.mu.Unlock()
-			select {
-			case <-w.stop:
-				return
-			case <-e.Ctx.Done():
-				return
-			case <-time.After(pollEvery):
-			}
-		}
-	}()
-	return w
-}
-
-// Stop ends the watch and returns the deviations seen and the number of polls.
-func (w *PortStatusWatch) Stop() ([]string, int) {
-	close(w.stop)
-	<-w.stopped
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.seen, w.polls
-}
-
-// GapPinger runs "ping -D -i 0.1" and keeps the time of every reply, to
-// measure how long traffic was interrupted.
-type GapPinger struct {
-	cmd     *exec.Cmd
-	mu      sync.Mutex
-	replies []time.Time // reply arrival, by ping's own -D timestamp
-	out     strings.Builder
-	done    chan struct{}
-}
-
-var thPingReplyRe = regexp.MustCompile(`^\[(\d+)\.(\d+)\] \d+ bytes from .*icmp_seq=(\d+)`)
-
-// StartGapPing starts pinging ip from the VM every 100 ms.
-func (v *VM) StartGapPing(ip string) (*GapPinger, error) {
-	cmd := exec.Command("ip", "netns", "exec", v.NS, "ping", "-n", "-D", "-i", "0.1", "-W", "1", ip)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stderr = io.Discard
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &GapPinger{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			l := sc.Text()
-			p.mu.Lock()
-			p.out.WriteString(l + "\n")
-			if m := thPingReplyRe.FindStringSubmatch(l); m != nil {
-				sec, _ := strconv.ParseInt(m[1], 10, 64)
-				frac := m[2]
-				for len(frac) < 9 {
-					frac += "0"
-				}
-				ns, _ := strconv.ParseInt(frac[:9], 10, 64)
-				p.replies = append(p.replies, time.Unix(sec, ns))
-			}
-			p.mu.Unlock()
-		}
-		_ = cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// FirstReplyAfter is the first reply received after t (zero if none yet).
-func (p *GapPinger) FirstReplyAfter(t time.Time) time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, r := range p.replies {
-		if r.After(t) {
-			return r
-		}
-	}
-	return time.Time{}
-}
-
-// Stop interrupts ping and returns its summary.
-func (p *GapPinger) Stop() PingStats {
-	_ = p.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-p.done:
-	case <-time.After(5 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return parsePing(p.out.String())
-}
-
-// LongestGap is the longest time between two consecutive replies.
-func (p *GapPinger) LongestGap() time.Duration {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var g time.Duration
-	for i := 1; i < len(p.replies); i++ {
-		if d := p.replies[i].Sub(p.replies[i-1]); d > g {
-			g = d
-		}
-	}
-	return g
 }
 
 // purgeSystemManagers removes the system OVS's Manager rows whose target

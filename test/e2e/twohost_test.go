@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ovsagent/ovsagent/internal/testing/ovsdump"
 )
 
 // Two hypervisors (twohost_helpers.go): each runs its own OVS and ovs-agent
@@ -251,7 +253,7 @@ func TestTwoHostRestart(t *testing.T) {
 		if err != nil || ai == nil {
 			t.Fatalf("agent row of %s: %v", ha.Name, err)
 		}
-		watch := e.WatchPortStatus("ACTIVE", vmA.Port, vmB.Port)
+		watch := e.WatchStatus(vmA.Port, vmB.Port)
 		pinger, err := vmA.StartPing(vmB.IP)
 		if err != nil {
 			t.Fatal(err)
@@ -288,7 +290,7 @@ func TestTwoHostRestart(t *testing.T) {
 			if c := after[br].Cookies(); len(c) != 1 {
 				t.Errorf("%s %s: flows of %d cookies after the restart is in sync, want 1: %v", ha.Name, br, len(c), c)
 			}
-			onlyBefore, onlyAfter := thDiffLines(before[br].Normalized(), after[br].Normalized())
+			onlyBefore, onlyAfter := ovsdump.Diff(before[br].Normalized(), after[br].Normalized())
 			if len(onlyBefore)+len(onlyAfter) > 0 {
 				t.Errorf("%s %s: flows differ across the restart:\nonly before:\n  %s\nonly after:\n  %s", ha.Name, br,
 					strings.Join(onlyBefore, "\n  "), strings.Join(onlyAfter, "\n  "))
@@ -296,7 +298,7 @@ func TestTwoHostRestart(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 		st := pinger.Stop()
-		flaps, polls := watch.Stop()
+		polls, _, flaps := watch.Stop()
 		t.Logf("ping across the agent kill -9 + restart: %d sent, %d lost; %d API polls of both ports, %d not ACTIVE", st.Sent, st.Lost(), polls, len(flaps))
 		if st.Sent < 20 || st.Lost() != 0 {
 			t.Errorf("pings lost across the agent restart: %d of %d", st.Lost(), st.Sent)
@@ -308,7 +310,7 @@ func TestTwoHostRestart(t *testing.T) {
 
 	t.Run("vswitchd-kill", func(t *testing.T) {
 		before := snapshot(hb)
-		pinger, err := vmA.StartGapPing(vmB.IP)
+		pinger, err := vmA.StartTimedPing(vmB.IP)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -344,7 +346,7 @@ func TestTwoHostRestart(t *testing.T) {
 			after = snapshot(hb)
 			diff = ""
 			for _, br := range bridges {
-				ob, oa := thDiffLines(before[br].Normalized(), after[br].Normalized())
+				ob, oa := ovsdump.Diff(before[br].Normalized(), after[br].Normalized())
 				if len(ob)+len(oa) > 0 {
 					diff += "\n" + br + " only before:\n  " + strings.Join(ob, "\n  ") + "\n" + br + " only after:\n  " + strings.Join(oa, "\n  ")
 				}
@@ -360,7 +362,7 @@ func TestTwoHostRestart(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 		st := pinger.Stop()
-		t.Logf("ping across the vswitchd kill: %d sent, %d lost, longest gap between replies %s", st.Sent, st.Lost(), pinger.LongestGap().Round(time.Millisecond))
+		t.Logf("ping across the vswitchd kill: %d sent, %d lost, longest gap between replies %s", st.Sent, st.Lost(), st.MaxGap.Round(time.Millisecond))
 		if s, err := vmB.Ping(e.Ctx, vmA.IP, 10); err != nil || s.Lost() != 0 {
 			t.Errorf("ping %s -> %s after the vswitchd restart: %+v %v", vmB.NS, vmA.NS, s, err)
 		}
