@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/ovsagent/ovsagent/internal/openflow"
@@ -74,7 +75,7 @@ func (a *Agent) applyFlows(ctx context.Context) (ok bool, waited time.Duration) 
 		start := a.now()
 		ch := FlowChange{Set: set, Sweep: sweep}
 		if sweep {
-			ch.SweepTables = referenceTables(a.layout, br)
+			ch.SweepTables = referenceTables(a.layout, br, a.opt.Pipeline.Distributed)
 		}
 		err := a.d.Flows.Apply(ctx, br, ch)
 		took := a.now().Sub(start)
@@ -222,12 +223,21 @@ func (a *Agent) sweepReady(br string) bool {
 
 // referenceTables are br's tables the reference clears of every foreign
 // cookie at its first iteration (INT_BR_ALL_TABLES, TUN_BR_ALL_TABLES,
-// PHY_BR_ALL_TABLES): the start-up sweep deletes no more and no less.
-func referenceTables(l BridgeLayout, br string) []uint8 {
+// PHY_BR_ALL_TABLES): the start-up sweep deletes no more and no less, but
+// for br-int's ARP_DVR_MAC_TO_DST_MAC tables (3, 4) with DVR
+// (distributed): INT_BR_ALL_TABLES leaves them out, so the reference's
+// stale table-3 flows after a router interface removal (docs/dvr.md,
+// defect 1) would outlive a takeover with its cookie; with DVR on, those
+// tables are ovs-agent's DVR feature's, which rebuilds what the server
+// describes there.
+func referenceTables(l BridgeLayout, br string, distributed bool) []uint8 {
 	var ts []pipeline.Table
 	switch {
 	case br == l.Integration:
 		ts = pipeline.IntTables
+		if distributed {
+			ts = append(slices.Clip(ts), pipeline.IntARPDVRMACToDstMAC, pipeline.IntARPDVRMACToDstMACPhys)
+		}
 	case br == l.Tunnel:
 		ts = pipeline.TunTables
 	default:

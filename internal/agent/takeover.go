@@ -189,7 +189,7 @@ func PlanTakeover(opt Options, in TakeoverInputs) *TakeoverPlan {
 		msgs = append(msgs, a.featErr.Error())
 	}
 	for _, br := range in.Layout.Bridges() {
-		plan.Bridges = append(plan.Bridges, planBridge(br, desired[br], in.Installed[br], referenceTables(in.Layout, br)))
+		plan.Bridges = append(plan.Bridges, planBridge(br, desired[br], in.Installed[br], referenceTables(in.Layout, br, opt.Pipeline.Distributed)))
 	}
 	plan.Messages = msgs
 	return plan

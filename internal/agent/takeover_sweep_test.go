@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,4 +94,55 @@ func TestTakeoverInSyncWithoutPeers(t *testing.T) {
 	defer close(srv.gate)
 	sw.snapshot()
 	h.waitFor("in sync", h.inSync)
+}
+
+// waiter is a feature whose state waits on the server until released.
+type waiter struct{ released atomic.Bool }
+
+func (w *waiter) Name() string                 { return "dvr" }
+func (w *waiter) Waiting() bool                { return !w.released.Load() }
+func (w *waiter) RetryAt() time.Time           { return time.Time{} }
+func (w *waiter) Unrebuilt(HostState) []string { return nil }
+
+// TestTakeoverDVRSweep: with DVR (Pipeline.Distributed) the start-up sweep
+// waits while a feature waits on the server (internal/dvr until this host's
+// DVR MAC and its router interfaces' subnets are known), then removes the
+// reference's flows in DVR's br-int tables, 3 and 4 included (the
+// reference's own INT_BR_ALL_TABLES leaves them out, so its stale
+// ARP_DVR_MAC_TO_DST_MAC flows would outlive the takeover); without DVR,
+// tables 3 and 4 are not swept (no more than the reference would).
+func TestTakeoverDVRSweep(t *testing.T) {
+	for _, distributed := range []bool{true, false} {
+		sw, fl, srv := takeoverFixture(t, false)
+		for _, f := range []openflow.Flow{
+			{Table: 1, Priority: 20, Cookie: 0xdead, Match: openflow.Match{openflow.DlVlan(3)}, Actions: []openflow.Action{openflow.GotoTable{Table: 58}}},
+			{Table: 3, Priority: 5, Cookie: 0xdead, Match: openflow.Match{openflow.DlVlan(3)}, Actions: []openflow.Action{openflow.PopVLAN{}, openflow.Output{Port: 99}}},
+			{Table: 4, Priority: 5, Cookie: 0xdead, Match: openflow.Match{openflow.DlVlan(3)}, Actions: []openflow.Action{openflow.PopVLAN{}, openflow.Output{Port: 98}}},
+		} {
+			fl.tables["br-int"][f.Key()] = fakeEntry{flow: f}
+		}
+		opt := testOpts(true)
+		opt.Pipeline.Distributed = distributed
+		w := &waiter{}
+		h := startFeatures(t, sw, fl, srv, opt, w)
+		sw.snapshot()
+		// the first batches go in (ours beside the reference's), nothing swept
+		h.waitFor("our br-int flows", func() bool { return fl.owners("br-int")["base"] > 0 })
+		if n := fl.owners("br-int")[""]; n != 6 || h.inSync() {
+			t.Fatalf("distributed %v: %d foreign br-int flows while a feature waits (want all 6), in sync %v", distributed, n, h.inSync())
+		}
+		w.released.Store(true)
+		h.a.Notify(Resync{Reason: "test"})
+		h.waitFor("in sync", h.inSync)
+		left := 0
+		for _, l := range fl.dump("br-int") {
+			if strings.Contains(l, "cookie=0xdead") {
+				left++
+			}
+		}
+		if want := map[bool]int{true: 0, false: 2}[distributed]; left != want {
+			t.Errorf("distributed %v: %d reference flows left on br-int, want %d:\n%s", distributed, left, want, strings.Join(fl.dump("br-int"), "\n"))
+		}
+		h.stop()
+	}
 }

@@ -2,10 +2,10 @@ package agent
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
+	"github.com/ovsagent/ovsagent/internal/dvr"
 	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/openflow"
 )
@@ -14,19 +14,11 @@ import (
 // from a host before a start or a takeover.
 type HostState = feature.HostState
 
-// Tables of the reference's features ovs-agent does not have (neutron-lib
-// ovs_constants): DVR on br-int, br-tun and the physical bridges. (QoS's
-// rate-limit tables 58-59 and the log extension's 91-93 are checked below.)
-var (
-	dvrIntTables  = []uint8{1, 2, 3, 4}
-	dvrTunTables  = []uint8{1, 9}
-	dvrPhysTables = []uint8{1, 2, 3}
-)
-
 // UnrebuiltState lists, one reason per feature, the state on the host that
 // ovs-agent would sweep at its start without rebuilding it (so the traffic
 // it carries would break). The reference's features ovs-agent lacks, or
-// runs only when configured, are checked here (DVR flows, log flows; QoS
+// runs only when configured, are checked here (DVR flows without
+// enable_distributed_routing: internal/dvr UnrebuiltWithoutDVR; log flows; QoS
 // rows, queues and rate-limit flows without the qos extension; trunk
 // bridges without the trunk handler: absentFeatures), each unless a
 // feature of its name is registered; then each registered feature that has state of its own
@@ -57,42 +49,10 @@ var absentFeatures = []struct {
 	name  string
 	check func(HostState) []string
 }{
-	{"dvr", unrebuiltDVR},
+	{dvr.FeatureName, dvr.UnrebuiltWithoutDVR},
 	{"qos", unrebuiltQoS},
 	{"trunk", unrebuiltTrunk},
 	{"log", unrebuiltLog},
-}
-
-func countTables(h HostState, br string, tables []uint8) int {
-	n := 0
-	for _, f := range h.Flows[br] {
-		if slices.Contains(tables, f.Table) {
-			n++
-		}
-	}
-	return n
-}
-
-func unrebuiltDVR(h HostState) []string {
-	var dvr []string
-	if n := countTables(h, h.Layout.Integration, dvrIntTables); n > 0 {
-		dvr = append(dvr, fmt.Sprintf("%d on %s tables 1-4", n, h.Layout.Integration))
-	}
-	if h.Layout.Tunnel != "" {
-		if n := countTables(h, h.Layout.Tunnel, dvrTunTables); n > 0 {
-			dvr = append(dvr, fmt.Sprintf("%d on %s tables 1 and 9", n, h.Layout.Tunnel))
-		}
-	}
-	for _, pn := range sortedKeys(h.Layout.Physical) {
-		br := h.Layout.Physical[pn].Bridge
-		if n := countTables(h, br, dvrPhysTables); n > 0 {
-			dvr = append(dvr, fmt.Sprintf("%d on %s tables 1-3", n, br))
-		}
-	}
-	if len(dvr) == 0 {
-		return nil
-	}
-	return []string{"DVR flows (" + strings.Join(dvr, ", ") + "): DVR is not supported by ovs-agent yet"}
 }
 
 func unrebuiltQoS(h HostState) []string {

@@ -38,8 +38,9 @@ func captureTablePrio(t *testing.T, path string) []of.Flow {
 }
 
 // The 2026.2 reference agent's real DVR state (refenv/dvr.sh, the three-host capture that
-// internal/dvr is golden-tested against) is refused until DVR is built: the network node
-// without VMs as well as the computes, on every bridge.
+// internal/dvr is golden-tested against) is refused while ovs-agent runs without
+// enable_distributed_routing (no dvr feature registered): the network node without VMs as
+// well as the computes, on every bridge. (With DVR, internal/dvr's Unrebuilt decides.)
 func TestUnrebuiltRefusesReferenceDVRHosts(t *testing.T) {
 	l := BridgeLayout{Integration: "br-int", Tunnel: "br-tun", Physical: map[string]PhysBridge{"physnet1": {Bridge: "br-phys"}}}
 	dir := filepath.Join("..", "dvr", "testdata", "2026.2-three-hosts")
@@ -52,7 +53,7 @@ func TestUnrebuiltRefusesReferenceDVRHosts(t *testing.T) {
 		if len(got) != 1 {
 			t.Fatalf("%s: %q, want one reason (DVR)", hv, got)
 		}
-		for _, want := range []string{"DVR flows (", "on br-int tables 1-4", "on br-tun tables 1 and 9", "on br-phys tables 1-3", "not supported by ovs-agent yet"} {
+		for _, want := range []string{"DVR flows (", "on br-int tables 1,2,3,4", "on br-tun tables 1,9", "on br-phys tables 1,2,3", "enable_distributed_routing is off"} {
 			if !strings.Contains(got[0], want) {
 				t.Errorf("%s: %q lacks %q", hv, got[0], want)
 			}

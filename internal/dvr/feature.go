@@ -7,9 +7,9 @@ import (
 	"net"
 	"net/netip"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/neutron"
@@ -318,6 +318,37 @@ func (f *Feature) ResourceChanged(r feature.Resource) {
 	}
 }
 
+// Waiting implements feature.Waiter: until this host's DVR MAC is known and
+// the subnet of every local router interface and csnat port has its
+// get_subnet_for_dvr answer, the DVR flows are incomplete, so the sweep of
+// the flows found at start (the reference's, at a takeover) waits: it would
+// otherwise delete DVR flows that carry traffic before ours replace them.
+// A failed Sync is retried by the loop's back-off (no RetryAt of its own).
+func (f *Feature) Waiting() bool {
+	if f.d.RPC == nil {
+		return false // a dry run asks nothing
+	}
+	if f.localMAC == nil {
+		return true
+	}
+	for id, p := range f.ports {
+		if k := KindOf(p.DeviceOwner); k != KindRouterInterface && k != KindCentralizedSNAT {
+			continue
+		}
+		ips := f.fixedIPs(id)
+		if len(ips) == 0 {
+			continue
+		}
+		if sid := ips[0].SubnetID; f.subnets[sid] == nil && !f.gone[sid] {
+			return true
+		}
+	}
+	return false
+}
+
+// RetryAt implements feature.Waiter.
+func (f *Feature) RetryAt() time.Time { return time.Time{} }
+
 // Resync implements feature.Resyncer: casts may have been lost; the list is
 // read again at the next Sync (the flows stay as they are until it answers),
 // and subnets answered {} are asked again.
@@ -445,52 +476,6 @@ func (f *Feature) fixedIPs(id string) []FixedIP {
 	return out
 }
 
-// Unrebuilt implements feature.Takeover. DVR's flows of an earlier run of
-// ovs-agent (our cookie tag) are recomputed from the server at the start. DVR
-// flows of another agent (the reference's) are refused: ovs-agent replacing
-// the reference on a DVR host is shown only with the reference's flows cleared
-// first (test/e2e TestDVREastWest), not as a takeover without a gap (issue 16).
-func (f *Feature) Unrebuilt(h feature.HostState) []string {
-	var foreign []string
-	count := func(br string, tables ...uint8) {
-		n := 0
-		for _, fl := range h.Flows[br] {
-			if !feature.OwnCookie(fl.Cookie) && containsTable(tables, fl.Table) {
-				n++
-			}
-		}
-		if n > 0 {
-			foreign = append(foreign, fmt.Sprintf("%d on %s tables %v", n, br, tables))
-		}
-	}
-	count(h.Layout.Integration, 1, 2, 3, 4)
-	if h.Layout.Tunnel != "" {
-		count(h.Layout.Tunnel, 1, 9)
-	}
-	nets := make([]string, 0, len(h.Layout.Physical))
-	for pn := range h.Layout.Physical {
-		nets = append(nets, pn)
-	}
-	sort.Strings(nets)
-	for _, pn := range nets {
-		count(h.Layout.Physical[pn].Bridge, 1, 2, 3)
-	}
-	if len(foreign) == 0 {
-		return nil
-	}
-	return []string{"DVR flows of another agent (" + strings.Join(foreign, ", ") +
-		"): taking a DVR host over from the reference agent without a gap is not supported yet; stop it and clear its flows first"}
-}
-
-func containsTable(tables []uint8, t uint8) bool {
-	for _, x := range tables {
-		if x == t {
-			return true
-		}
-	}
-	return false
-}
-
 func (f *Feature) touch() {
 	if f.h != nil {
 		f.h.Touch(Owner)
@@ -528,4 +513,5 @@ var (
 	_ feature.Takeover        = (*Feature)(nil)
 	_ feature.Reporter        = (*Feature)(nil)
 	_ feature.Attacher        = (*Feature)(nil)
+	_ feature.Waiter          = (*Feature)(nil)
 )

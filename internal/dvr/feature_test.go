@@ -294,39 +294,3 @@ func TestFeatureServerDown(t *testing.T) {
 		t.Fatalf("br-tun flows %d -> %d after the router interfaces left", before, after)
 	}
 }
-
-// TestUnrebuiltRefusesForeignDVRFlows: a start or takeover with DVR enabled keeps
-// (recomputes) ovs-agent's own DVR flows of an earlier run but refuses the reference
-// agent's: replacing it on a DVR host is shown only with its flows cleared first.
-func TestUnrebuiltRefusesForeignDVRFlows(t *testing.T) {
-	layout := feature.BridgeLayout{Integration: "br-int", Tunnel: "br-tun",
-		Physical: map[string]feature.PhysBridge{"physnet1": {Bridge: "br-phys"}}}
-	own := uint64(0x1234)<<16 | feature.OwnCookieTag
-	foreign := uint64(0x9f3c6a1b2c4d5e6f)
-	host := func(cookie uint64, br string, table uint8) feature.HostState {
-		return feature.HostState{Layout: layout, Flows: map[string][]of.Flow{
-			br: {{Table: table, Cookie: cookie}},
-		}}
-	}
-	f := NewFeature(Deps{})
-	for _, c := range []struct {
-		name   string
-		h      feature.HostState
-		refuse bool
-	}{
-		{"own br-int table 1", host(own, "br-int", 1), false},
-		{"own br-tun table 9", host(own, "br-tun", 9), false},
-		{"foreign br-int table 1", host(foreign, "br-int", 1), true},
-		{"foreign br-int table 4", host(foreign, "br-int", 4), true},
-		{"foreign br-tun table 9", host(foreign, "br-tun", 9), true},
-		{"foreign br-phys table 2", host(foreign, "br-phys", 2), true},
-		{"foreign br-int table 0 (not DVR's)", host(foreign, "br-int", 0), false},
-		{"foreign br-tun table 2 (not DVR's)", host(foreign, "br-tun", 2), false},
-		{"empty host", feature.HostState{Layout: layout}, false},
-	} {
-		got := f.Unrebuilt(c.h)
-		if (len(got) > 0) != c.refuse {
-			t.Errorf("%s: Unrebuilt = %q, want refused=%v", c.name, got, c.refuse)
-		}
-	}
-}
