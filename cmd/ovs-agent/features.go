@@ -32,7 +32,9 @@ type featureDeps struct {
 	OVSDB  *ovsdb.Client
 	// Client calls the server (plugin RPC); Server serves a feature's own
 	// topics (Server.Serve(topic, endpoints...)); Cache holds the OVOs
-	// (types added with neutron.RegisterType). All nil when DryRun.
+	// (types added with neutron.RegisterType). In the dry-run subcommands
+	// Server is nil, and Client and Cache are nil or (takeover --dry-run)
+	// there for read-only calls.
 	Client *neutron.Client
 	Server neutron.Server
 	Cache  *neutron.Cache
@@ -81,13 +83,17 @@ func buildFirewall(d featureDeps) (feature.Feature, error) {
 
 // buildDVR is the reference's OVSDVRNeutronAgent: with [agent]
 // enable_distributed_routing (docs/dvr.md), the DVR feature and its dvr_mac_address_update consumer. In the
-// dry-run subcommands it calls nothing.
+// dry-run subcommands it only reads (takeover --dry-run: this host's MAC from
+// the list, the subnets; explain: nothing).
 func buildDVR(d featureDeps) (feature.Feature, error) {
 	if d.Config == nil || !d.Config.Agent.EnableDistributedRouting {
 		return nil, nil
 	}
-	if d.DryRun || d.Client == nil || d.Cache == nil {
+	if d.Client == nil || d.Cache == nil {
 		return dvr.NewFeature(dvr.Deps{}), nil
+	}
+	if d.DryRun {
+		return dvr.NewFeature(dvr.Deps{RPC: dvr.ReadOnly{RPC: d.Client, Host: d.Config.Default.Host}, Port: d.Cache.Port}), nil
 	}
 	f := dvr.NewFeature(dvr.Deps{RPC: d.Client, Port: d.Cache.Port})
 	if d.Server != nil {

@@ -65,16 +65,17 @@ func takeoverMain(args []string, stdout, stderr io.Writer) int {
 }
 
 func takeoverDryRun(ctx context.Context, cfg *config.Config, log *slog.Logger, w io.Writer) error {
-	in, err := takeoverInputs(ctx, cfg, log)
+	in, srv, err := takeoverInputs(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
+	defer srv.close()
 	oc, err := ovsdb.Dial(ctx, cfg.OVS.OVSDBConnection, ovsdb.Options{Timeout: cfg.OVS.OVSDBTimeout, Logger: log})
 	if err != nil {
 		return fmt.Errorf("ovsdb_connection %s: %w", cfg.OVS.OVSDBConnection, err)
 	}
 	defer oc.Close()
-	features, err := buildFeatures(featureDeps{Config: cfg, OVSDB: oc, Log: log, DryRun: true,
+	features, err := buildFeatures(featureDeps{Config: cfg, OVSDB: oc, Log: log, DryRun: true, Client: srv.client, Cache: srv.cache,
 		SecurityGroups: secgroup.Static{Groups: in.Groups, Members: in.Members}}, cfg.Agent.Extensions)
 	if err != nil {
 		return err
@@ -86,10 +87,37 @@ func takeoverDryRun(ctx context.Context, cfg *config.Config, log *slog.Logger, w
 	return agent.PlanTakeover(agentOptions(cfg), *in).Write(w)
 }
 
+// dryRunServer is the server connection of the dry run, kept open for the
+// features' read-only calls while the plan is made (DVR's MACs and
+// subnets); zero when nothing needs the server.
+type dryRunServer struct {
+	client *neutron.Client
+	cache  *neutron.Cache
+	tr     interface{ Close() error }
+}
+
+func (s *dryRunServer) close() {
+	if s != nil && s.tr != nil {
+		closeWithin(s.tr.Close, 2*time.Second)
+	}
+}
+
 // takeoverInputs reads, without changing anything, the layout, VIFs,
 // tunnel ports, controllers and flows of the configured bridges, then the
 // ports' details and security groups from the server.
-func takeoverInputs(ctx context.Context, cfg *config.Config, log *slog.Logger) (*agent.TakeoverInputs, error) {
+func takeoverInputs(ctx context.Context, cfg *config.Config, log *slog.Logger) (in *agent.TakeoverInputs, srv *dryRunServer, err error) {
+	srv = &dryRunServer{}
+	defer func() {
+		if err != nil {
+			srv.close()
+			srv = nil
+		}
+	}()
+	in, err = readTakeoverInputs(ctx, cfg, log, srv)
+	return in, srv, err
+}
+
+func readTakeoverInputs(ctx context.Context, cfg *config.Config, log *slog.Logger, server *dryRunServer) (*agent.TakeoverInputs, error) {
 	oc, err := ovsdb.Dial(ctx, cfg.OVS.OVSDBConnection, ovsdb.Options{Timeout: cfg.OVS.OVSDBTimeout, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("ovsdb_connection %s: %w", cfg.OVS.OVSDBConnection, err)
@@ -190,7 +218,8 @@ func takeoverInputs(ctx context.Context, cfg *config.Config, log *slog.Logger) (
 	}
 	in.Managers = managers(ctx, cfg.OVS.OVSDBConnection)
 
-	if len(ids) == 0 {
+	// DVR's flows depend on the server (MACs, subnets) even without ports
+	if len(ids) == 0 && !cfg.Agent.EnableDistributedRouting {
 		return in, nil
 	}
 	tr, err := dialBroker(ctx, cfg, oslo.Config{Host: cfg.Default.Host,
@@ -198,9 +227,12 @@ func takeoverInputs(ctx context.Context, cfg *config.Config, log *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
-	defer closeWithin(tr.Close, 2*time.Second)
 	client := neutron.NewClient(neutron.Oslo{T: tr}, cfg.Default.Host)
 	cache := neutron.NewCache(neutron.CacheOptions{Puller: client})
+	server.client, server.cache, server.tr = client, cache, tr
+	if len(ids) == 0 {
+		return in, nil
+	}
 	srv := &agent.NeutronServer{Client: client, Cache: cache, Host: cfg.Default.Host}
 	devs, failed, err := srv.Devices(ctx, ids, true)
 	if err != nil || len(failed) > 0 {

@@ -515,3 +515,37 @@ var (
 	_ feature.Attacher        = (*Feature)(nil)
 	_ feature.Waiter          = (*Feature)(nil)
 )
+
+// ReadOnly is the server side for `ovs-agent takeover --dry-run`, which
+// must change nothing: get_dvr_mac_address_by_host allocates a MAC for a
+// host that has none, so this host's MAC is read from
+// get_dvr_mac_address_list instead (a host the reference ran with DVR is in
+// it). get_subnet_for_dvr only reads.
+type ReadOnly struct {
+	RPC  RPC
+	Host string
+}
+
+// GetDVRMACAddressByHost answers from the list.
+func (r ReadOnly) GetDVRMACAddressByHost(ctx context.Context) (neutron.DVRHostMAC, error) {
+	list, err := r.RPC.GetDVRMACAddressList(ctx)
+	if err != nil {
+		return neutron.DVRHostMAC{}, err
+	}
+	for _, e := range list {
+		if e.Host == r.Host {
+			return e, nil
+		}
+	}
+	return neutron.DVRHostMAC{}, fmt.Errorf("host %q has no DVR MAC on the server yet (the agent has it allocated at its start)", r.Host)
+}
+
+// GetDVRMACAddressList implements RPC.
+func (r ReadOnly) GetDVRMACAddressList(ctx context.Context) ([]neutron.DVRHostMAC, error) {
+	return r.RPC.GetDVRMACAddressList(ctx)
+}
+
+// GetSubnetForDVR implements RPC.
+func (r ReadOnly) GetSubnetForDVR(ctx context.Context, subnetID string, fixedIPs []neutron.DVRFixedIP) (neutron.DVRSubnet, bool, error) {
+	return r.RPC.GetSubnetForDVR(ctx, subnetID, fixedIPs)
+}

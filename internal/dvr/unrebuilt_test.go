@@ -307,3 +307,25 @@ func TestFeatureWaiting(t *testing.T) {
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
+
+// The dry run's server side reads this host's MAC from the list and never
+// calls get_dvr_mac_address_by_host (which allocates one); a host not in the
+// list is an error, not a MAC.
+func TestReadOnlyRPC(t *testing.T) {
+	f, _, rpc, _ := featureFixture(t, "testdata/2026.2-two-hosts", "hv2", "refhv-2026-2-dvr-hv2")
+	ro := ReadOnly{RPC: rpc, Host: "refhv-2026-2-dvr-hv2"}
+	me, err := ro.GetDVRMACAddressByHost(t.Context())
+	if err != nil || me != rpc.me {
+		t.Fatalf("%+v, %v; want %+v", me, err, rpc.me)
+	}
+	f.d.RPC = ro
+	if err := f.Sync(t.Context()); err != nil || !f.InDistributedMode() {
+		t.Fatalf("Sync: %v", err)
+	}
+	if slices.Contains(rpc.calls, "get_dvr_mac_address_by_host") {
+		t.Fatalf("calls %v", rpc.calls)
+	}
+	if _, err := (ReadOnly{RPC: rpc, Host: "elsewhere"}).GetDVRMACAddressByHost(t.Context()); err == nil {
+		t.Fatal("a host without a MAC answered")
+	}
+}
