@@ -26,6 +26,13 @@
 // (br-tun t0 in_port=patch-int, br-phys t0 in_port=phy-br-X, br-int t0
 // in_port=int-br-X) are the DVR versions and replace the pipeline's.
 //
-// DVR is still refused at load and at takeover (issue 16): nothing calls
-// this package yet.
+// Feature (feature.go) is DVR on the agent's feature seam. At a start or a
+// takeover (unrebuilt.go) the reference's flows in DVR's tables are taken
+// over when they have the form of a flow ovs-agent builds (Classify: table,
+// priority, matched fields and actions, the values left out: they come from
+// the server's state, which the check does not have); the agent installs
+// its own beside them and sweeps the rest once the feature stops Waiting
+// (this host's MAC and its router interfaces' subnets known). A flow of
+// another form is refused, named; without enable_distributed_routing any
+// flow in DVR's tables is (UnrebuiltWithoutDVR).
 package dvr
