@@ -27,7 +27,8 @@ BIN=${1:-}
 if [ -z "$BIN" ]; then BIN=$D/ovs-agent; (cd "$TOP" && CGO_ENABLED=0 go build -o "$BIN" ./cmd/ovs-agent); fi
 
 "$HERE/dvr.sh" up
-"$HERE/dvr.sh" scenario
+# the scenario's pings right after the router is wired: SNAT on the network node may still settle
+"$HERE/dvr.sh" scenario || { log "scenario's pings failed; dvr.sh check once more in 10 s"; sleep 10; "$HERE/dvr.sh" check; }
 eval "$(VARIANT=dvr HV=$HVN "$HERE/release.sh" env)"
 C=$REFENV_CHROOT; NS=$REFENV_OVS_NS
 ofctl() { OVS_RUNDIR=$REFENV_OVS_DIR ovs-ofctl -O OpenFlow13 "$@"; }
