@@ -17,7 +17,10 @@ import (
 // refenv/dvr_ovsagent.sh: every ping of `dvr.sh check` through ovs-agent's flows (east-west
 // hv1 -> hv2 across subnets through the distributed router, one subnet across hosts, routed on
 // hv2, SNAT through hv1, the floating IP), report_state in distributed mode, and hv2's flows
-// equal to the reference's outside the firewall tables. 2026.2 only (the DVR captures' release).
+// equal to the reference's outside the firewall tables. The swap is a takeover (the script's
+// TAKEOVER=1): the reference's flows stay until ovs-agent replaces them, under an east-west
+// ping -i 0.1 vm1 -> vm2 and a TCP echo session on that path: 0 pings lost, every TCP line
+// echoed, no flow with the reference's cookies left. 2026.2 only (the DVR captures' release).
 func TestDVREastWest(t *testing.T) {
 	if refRelease() != "2026.2" {
 		t.Skipf("DVR environment is built for 2026.2 (OVSAGENT_RELEASE=%s)", refRelease())
@@ -58,7 +61,7 @@ func TestDVREastWest(t *testing.T) {
 		t.Fatalf("dvr_ovsagent.sh: %v", err)
 	}
 	for _, want := range []string{"PASS: dvr.sh check through ovs-agent", "PASS: report_state in distributed mode",
-		"PASS: flows equal to the reference's"} {
+		"PASS: flows equal to the reference's", "PASS: takeover with 0 lost, TCP kept, no reference cookie left"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("no %q in the output", want)
 		}
