@@ -12,6 +12,7 @@ import (
 
 	"github.com/ovsagent/ovsagent/internal/feature"
 	of "github.com/ovsagent/ovsagent/internal/openflow"
+	"github.com/ovsagent/ovsagent/internal/testing/ovsdump"
 )
 
 // The reference captures of the DVR scenario (refenv/dvr.sh capture): what
@@ -24,7 +25,8 @@ var captureLayout = feature.BridgeLayout{Integration: "br-int", Tunnel: "br-tun"
 	Physical: map[string]feature.PhysBridge{"physnet1": {Bridge: "br-phys", IntOFPort: 1, PhyOFPort: 1}}}
 
 var (
-	flowLineRe = regexp.MustCompile(`^ cookie=(0x[0-9a-f]+), (?:table=(\d+), )?priority=(\d+)(,\S+)? actions=(\S+)$`)
+	// the priority, match and actions of a DVR-table line (cookie and table: ovsdump)
+	flowBodyRe = regexp.MustCompile(`priority=(\d+)(,\S+)? actions=(\S+)$`)
 	bridges    = []string{"br-int", "br-tun", "br-phys"}
 )
 
@@ -39,16 +41,12 @@ func captureHost(t *testing.T, host string) feature.HostState {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, l := range strings.Split(string(b), "\n") {
-			m := flowLineRe.FindStringSubmatch(l)
-			if m == nil {
-				continue
-			}
-			tb, _ := strconv.Atoi(m[2])
-			if !slices.Contains(r.tables(), uint8(tb)) {
-				continue
-			}
-			h.Flows[br] = append(h.Flows[br], parseFlow(t, l, m))
+		dvrLine := func(l string) bool {
+			tb, ok := ovsdump.Table(l)
+			return ok && slices.Contains(r.tables(), tb)
+		}
+		for _, l := range ovsdump.Lines(string(b), dvrLine, nil) {
+			h.Flows[br] = append(h.Flows[br], parseFlow(t, l))
 		}
 		if len(h.Flows[br]) == 0 {
 			t.Fatalf("%s %s: no flow in DVR tables read", host, br)
@@ -57,12 +55,20 @@ func captureHost(t *testing.T, host string) feature.HostState {
 	return h
 }
 
-func parseFlow(t *testing.T, line string, m []string) of.Flow {
+// parseFlow reads a DVR-table line's match and actions into a flow (ovsdump has
+// no flow parser: the forms are the few found in DVR's tables; any other field or
+// action fails the test, and the flow must render back as the line).
+func parseFlow(t *testing.T, line string) of.Flow {
 	t.Helper()
-	c, _ := strconv.ParseUint(m[1], 0, 64)
-	tb, _ := strconv.Atoi(m[2])
-	p, _ := strconv.Atoi(m[3])
-	f := of.Flow{Cookie: c, Table: uint8(tb), Priority: uint16(p)}
+	ck, ok1 := ovsdump.Cookie(line)
+	tb, ok2 := ovsdump.Table(line)
+	m := flowBodyRe.FindStringSubmatch(line)
+	if !ok1 || !ok2 || m == nil {
+		t.Fatalf("%q: not a dump-flows line", line)
+	}
+	c, _ := strconv.ParseUint(ck, 0, 64)
+	p, _ := strconv.Atoi(m[1])
+	f := of.Flow{Cookie: c, Table: tb, Priority: uint16(p)}
 	num := func(s string) uint64 {
 		n, err := strconv.ParseUint(s, 0, 64)
 		if err != nil {
@@ -77,7 +83,7 @@ func parseFlow(t *testing.T, line string, m []string) of.Flow {
 		}
 		return a
 	}
-	for _, kv := range strings.Split(strings.TrimPrefix(m[4], ","), ",") {
+	for _, kv := range strings.Split(strings.TrimPrefix(m[2], ","), ",") {
 		k, v, _ := strings.Cut(kv, "=")
 		switch k {
 		case "":
@@ -98,7 +104,7 @@ func parseFlow(t *testing.T, line string, m []string) of.Flow {
 			t.Fatalf("%q: match %q not parsed", line, kv)
 		}
 	}
-	for _, a := range strings.Split(m[5], ",") {
+	for _, a := range strings.Split(m[3], ",") {
 		k, v, _ := strings.Cut(a, ":")
 		switch {
 		case a == "drop":
