@@ -6,7 +6,7 @@
 #                                            transport_url, database, chroot, version)
 #   RELEASE=2026.2 refenv/release.sh stop    stops that release's daemons (by pid file)
 #   RELEASE=2026.2 refenv/release.sh status  pid files, API answer, version
-# MESSAGING=quorum or MESSAGING=classic selects a second server of the release with other
+# MESSAGING=quorum, classic or quorumlimits selects a second server of the release with other
 # [oslo_messaging_rabbit] options ($REFENV_MESSAGING, see messaging_vars), on its own API port,
 # vhost, database, configuration directory, log names and pid directory: both can run at once.
 # VARIANT=dvr is another such server: the router plugin, router_distributed = True (variant_vars);
@@ -59,13 +59,23 @@ release_vars() {
 #            ..._stream_fanout, om_enable_queue_manager); oslo refuses stream fanout without a
 #            prefetch count > 0, so rabbit_qos_prefetch_count = 10
 #   classic  the classic-queue options: amqp_durable_queues, amqp_auto_delete, rabbit_ha_queues
+#   quorumlimits  quorum's options plus rabbit_quorum_delivery_limit, rabbit_quorum_max_memory_length
+#            and _bytes: every quorum queue (topic and reply queues) carries x-delivery-limit and
+#            x-max-in-memory-length/-bytes. A variant of its own (not quorum with more options):
+#            durable quorum queues outlive every process, and one declared with other arguments
+#            would refuse the next declaration (406) in a shared vhost
+# A variant's vhost holds durable queues declared with its options: when release_setup
+# (re)configures a variant's server it makes the vhost anew (fresh_vhost), and a running server
+# whose neutron.conf has other options than these is restarted (conf_current).
 messaging_vars() {
-  local off
+  local off kolla=rabbit_quorum_queue=true,rabbit_transient_quorum_queue=true,rabbit_stream_fanout=true,use_queue_manager=true,rabbit_qos_prefetch_count=10
   case "${MESSAGING:-}" in
     "") return 0 ;;
-    quorum) off=1; REFENV_MESSAGING=rabbit_quorum_queue=true,rabbit_transient_quorum_queue=true,rabbit_stream_fanout=true,use_queue_manager=true,rabbit_qos_prefetch_count=10 ;;
+    quorum) off=1; REFENV_MESSAGING=$kolla ;;
     classic) off=2; REFENV_MESSAGING=amqp_durable_queues=true,amqp_auto_delete=true,rabbit_ha_queues=true ;;
-    *) echo "release.sh: MESSAGING=$MESSAGING is not a messaging variant (quorum, classic)" >&2; return 2 ;;
+    # off 3 is VARIANT=dvr
+    quorumlimits) off=4; REFENV_MESSAGING=$kolla,rabbit_quorum_delivery_limit=10,rabbit_quorum_max_memory_length=1000,rabbit_quorum_max_memory_bytes=8388608 ;;
+    *) echo "release.sh: MESSAGING=$MESSAGING is not a messaging variant (quorum, classic, quorumlimits)" >&2; return 2 ;;
   esac
   REFENV_API_PORT=$((REFENV_API_PORT + off))
   REFENV_DB=${REFENV_DB}_$MESSAGING
@@ -156,6 +166,33 @@ make_chroot() {
   rlog "chroot ready: $REFENV_CHROOT (neutron $(release_version))"
 }
 
+# messaging_block: the [oslo_messaging_rabbit] lines write_conf appends for a messaging variant
+messaging_block() {
+  [ -z "$REFENV_MESSAGING" ] || { echo "# MESSAGING=$MESSAGING"; tr ',' '\n' <<< "$REFENV_MESSAGING" | sed 's/=/ = /'; }
+}
+
+# conf_current: the neutron.conf the running server read has this variant's transport_url and
+# messaging lines (a server configured by an older release.sh, or with a variant's older option
+# set, is not reused: its vhost may hold queues declared with other arguments)
+conf_current() {
+  local f=$REFENV_CHROOT$REFENV_CONF/neutron.conf
+  [ -s "$f" ] || return 1
+  grep -qxF "transport_url = $REFENV_TRANSPORT_URL" "$f" || return 1
+  [ "$(sed -n '/^# MESSAGING=/,$p' "$f")" = "$(messaging_block)" ]
+}
+
+# fresh_vhost: a messaging variant's vhost is deleted before its server is (re)configured: its
+# durable (quorum) queues were declared with the options of an earlier run, and a queue's
+# arguments never change (a declaration with others is refused, 406). The server is down here;
+# agents of that vhost reconnect and declare again.
+fresh_vhost() {
+  [ -n "$REFENV_MESSAGING" ] || return 0
+  if $RMQ -q list_vhosts 2>/dev/null | grep -qxF "$REFENV_VHOST"; then
+    rlog "deleting vhost $REFENV_VHOST (its queues were declared by an earlier run; made anew below)"
+    $RMQ -q delete_vhost "$REFENV_VHOST" >/dev/null
+  fi
+}
+
 # write_conf: refenv's Zed configuration with this release's port, database and vhost (and a
 # messaging variant's options, lock directory and configuration directory).
 write_conf() {
@@ -183,7 +220,7 @@ write_conf() {
 [oslo_messaging_rabbit]
 heartbeat_timeout_threshold = 0
 EOF
-  [ -z "$REFENV_MESSAGING" ] || { echo "# MESSAGING=$MESSAGING"; tr ',' '\n' <<< "$REFENV_MESSAGING" | sed 's/=/ = /'; } >> "$d/neutron.conf"
+  messaging_block >> "$d/neutron.conf"
   # VARIANT=dvr: the router service plugin, routers distributed by default (l2population is in
   # refenv's ml2_conf.ini already)
   if [ "$REFENV_VARIANT" = dvr ]; then
@@ -250,6 +287,10 @@ release_setup() {
     rlog "neutron $RELEASE has no QoS, trunk or port-hints API (a configuration from before them): restarting it reconfigured"
     release_stop
   fi
+  if [ "$(rapi_code)" = 200 ] && ! conf_current; then
+    rlog "neutron $RELEASE runs with other [oslo_messaging_rabbit] options or vhost than $REFENV_VHOST${REFENV_MESSAGING:+ with $REFENV_MESSAGING}: restarting it reconfigured"
+    release_stop
+  fi
   if [ "$(rapi_code)" = 200 ]; then
     rlog "neutron $RELEASE answers on 127.0.0.1:$REFENV_API_PORT: left as it is"
     return 0
@@ -263,6 +304,7 @@ release_setup() {
       CREATE USER IF NOT EXISTS 'neutron'@'localhost' IDENTIFIED BY 'neutronpass';
       CREATE USER IF NOT EXISTS 'neutron'@'127.0.0.1' IDENTIFIED BY 'neutronpass';
       GRANT ALL ON $REFENV_DB.* TO 'neutron'@'localhost'; GRANT ALL ON $REFENV_DB.* TO 'neutron'@'127.0.0.1'; FLUSH PRIVILEGES;"
+    fresh_vhost
     $RMQ -q add_vhost "$REFENV_VHOST" >/dev/null 2>&1 || true   # exists already: fine
     $RMQ -q set_permissions -p "$REFENV_VHOST" guest '.*' '.*' '.*' >/dev/null
     write_conf
@@ -594,6 +636,6 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     l3-stop) release_l3_stop ;;
     l3exec) shift; release_l3exec "$@" ;;
     ref-stop) release_ref_stop ;;
-    *) echo "usage: RELEASE=2025.1|2026.2 [MESSAGING=quorum|classic | VARIANT=dvr [HV=2..9]] $0 env|status|agent|ref-stop|agent-stop|stop|l3agent|l3-stop|l3exec CMD..." >&2; exit 2 ;;
+    *) echo "usage: RELEASE=2025.1|2026.2 [MESSAGING=quorum|classic|quorumlimits | VARIANT=dvr [HV=2..9]] $0 env|status|agent|ref-stop|agent-stop|stop|l3agent|l3-stop|l3exec CMD..." >&2; exit 2 ;;
   esac
 fi

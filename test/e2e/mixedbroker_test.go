@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,7 +32,12 @@ import (
 // ovsagent_amqp_declare_failures_total absent and /readyz 200. The two declare the same
 // shared names (exchanges, the topic queues without a host, the stream fanout queues): with
 // an argument of ovs-agent's differing from oslo's, one side's declaration is refused and
-// this test fails. Then the reference agent is stopped (its pid checked gone).
+// this test fails. With rabbit_quorum_queue, the broker's list of queues must show every
+// quorum queue ovs-agent, the reference and the server consume carrying x-delivery-limit and
+// x-max-in-memory-length/-bytes exactly as the server's options say (absent when unset), and
+// ovs-agent's queues of each kind (topic, reply) the same arguments as the reference's and the
+// server's (quorumArgsAlike; the quorumlimits variant sets all three). Then the reference agent
+// is stopped (its pid checked gone).
 func TestMixedBrokerReference(t *testing.T) {
 	e := NewEnv(t)
 	rel := refRelease()
@@ -108,6 +115,13 @@ func TestMixedBrokerReference(t *testing.T) {
 		sharedStreams(t, e, ref["REFENV_VHOST"])
 	}
 	time.Sleep(3 * time.Second) // the rule's fanout consumed, any refusal logged
+	if opts, err := parseMessaging(ref["REFENV_MESSAGING"]); err != nil {
+		t.Fatal(err)
+	} else if isTrue(opts["rabbit_quorum_queue"]) {
+		// ovs-agent's own quorum queues (<topic>.<host>, its reply queue) are declared by
+		// nobody else: only the broker's view shows that they carry the server's limits
+		quorumArgsAlike(t, e, ref["REFENV_VHOST"], opts, agent.Pid(), refPID)
+	}
 
 	if n := declareFailures(t, e, agent); n != 0 {
 		t.Errorf("ovs-agent: ovsagent_amqp_declare_failures_total = %v, want none", n)
@@ -144,7 +158,7 @@ var refusal = regexp.MustCompile(`(?i)precondition_failed|inequivalent arg|\(406
 func releaseVariant(t *testing.T, rel string) (string, map[string]string) {
 	t.Helper()
 	want := os.Getenv("OVSAGENT_TRANSPORT_URL")
-	for _, v := range []string{"", "quorum", "classic"} {
+	for _, v := range []string{"", "quorum", "classic", "quorumlimits"} {
 		env, err := releaseEnv(rel, v)
 		if err != nil {
 			t.Fatal(err)
@@ -153,7 +167,7 @@ func releaseVariant(t *testing.T, rel string) (string, map[string]string) {
 			return v, env
 		}
 	}
-	t.Fatalf("OVSAGENT_TRANSPORT_URL=%q is none of refenv's %s servers (RELEASE=%s MESSAGING=quorum|classic refenv/release.sh env)", want, rel, rel)
+	t.Fatalf("OVSAGENT_TRANSPORT_URL=%q is none of refenv's %s servers (RELEASE=%s MESSAGING=quorum|classic|quorumlimits refenv/release.sh env)", want, rel, rel)
 	return "", nil
 }
 
@@ -411,4 +425,226 @@ func sharedStreams(t *testing.T, e *Env, vhost string) {
 		t.Errorf("no q-agent-notifier-*_fanout stream with both agents on vhost %s:\n%s", vhost, out)
 	}
 	t.Logf("stream fanout queues both agents read: %s", strings.Join(shared, ", "))
+}
+
+func isTrue(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "true", "1", "yes", "on":
+		return true
+	}
+	return false
+}
+
+// quorumLimitArgs: the queue arguments oslo.messaging adds to a quorum queue for each
+// [oslo_messaging_rabbit] option (sent only when the option is not 0).
+var quorumLimitArgs = []struct{ option, arg string }{
+	{"rabbit_quorum_delivery_limit", "x-delivery-limit"},
+	{"rabbit_quorum_max_memory_length", "x-max-in-memory-length"},
+	{"rabbit_quorum_max_memory_bytes", "x-max-in-memory-bytes"},
+}
+
+// brokerQueue is one row of `rabbitmqctl list_queues --formatter json name type arguments`:
+// each argument is [name, AMQP type, value].
+type brokerQueue struct {
+	Name      string  `json:"name"`
+	Type      string  `json:"type"`
+	Arguments [][]any `json:"arguments"`
+}
+
+// arg returns the value of argument name as the broker holds it, and its AMQP type.
+func (q brokerQueue) arg(name string) (val, typ string, ok bool) {
+	for _, a := range q.Arguments {
+		if len(a) == 3 && fmt.Sprint(a[0]) == name {
+			return fmt.Sprint(a[2]), fmt.Sprint(a[1]), true
+		}
+	}
+	return "", "", false
+}
+
+// signature is the queue's arguments, sorted, with their AMQP types (signedint vs long
+// differ to the broker's equivalence check as much as the values do).
+func (q brokerQueue) signature() string {
+	var l []string
+	for _, a := range q.Arguments {
+		l = append(l, fmt.Sprint(a...))
+	}
+	sort.Strings(l)
+	return q.Type + " [" + strings.Join(l, ", ") + "]"
+}
+
+// queueKind: a reply queue (reply_<uuid>, or <hostname>:<processname>:<n> with
+// use_queue_manager), a stream fanout queue, or a topic queue (<topic>, <topic>.<host>).
+func queueKind(q brokerQueue) string {
+	switch {
+	case q.Type == "stream":
+		return "stream"
+	case strings.HasPrefix(q.Name, "reply_") || strings.Contains(q.Name, ":"):
+		return "reply"
+	}
+	return "topic"
+}
+
+// quorumArgsAlike reads the broker's queues of vhost and who consumes them: ovs-agent (its
+// connections are named ovsagent:<host>:<pid>:...), the reference agent
+// (neutron-openvswitch-agent:<pid>:<uuid>, oslo's connection name) and the server's RPC
+// workers (neutron-rpc-server: or neutron-server:). Every quorum queue of the three must
+// carry the limit arguments opts (the server's options) ask for, with those values and none
+// other; ovs-agent must consume quorum topic and reply queues, and each kind's arguments
+// must be the reference's and the server's for that kind.
+func quorumArgsAlike(t *testing.T, e *Env, vhost string, opts map[string]string, ovsPid, refPid int) {
+	t.Helper()
+	node, err := rabbitNode(e.Ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for _, l := range quorumLimitArgs {
+		if v := strings.TrimSpace(opts[l.option]); v != "" && v != "0" {
+			want[l.arg] = v
+		}
+	}
+	owners := map[string]func(string) bool{
+		"ovs-agent": func(p string) bool {
+			return strings.Contains(p, "ovsagent:") && strings.Contains(p, fmt.Sprintf(":%d:", ovsPid))
+		},
+		"reference": func(p string) bool {
+			return strings.Contains(p, fmt.Sprintf("neutron-openvswitch-agent:%d:", refPid))
+		},
+		"server": func(p string) bool {
+			return strings.Contains(p, "neutron-rpc-server:") || strings.Contains(p, "neutron-server:")
+		},
+	}
+	consumed, err := queuesByOwner(e.Ctx, node, vhost, owners)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := rabbitmqctl(e.Ctx, node, "list_queues", "-p", vhost, "--formatter", "json", "name", "type", "arguments")
+	if err != nil {
+		t.Fatalf("list_queues: %v", err)
+	}
+	var queues []brokerQueue
+	if i := strings.IndexByte(out, '['); i > 0 {
+		out = out[i:] // a warning on stderr before the listing
+	}
+	if err := json.Unmarshal([]byte(out), &queues); err != nil {
+		t.Fatalf("list_queues -p %s --formatter json: %v\n%s", vhost, err, out)
+	}
+	byName := map[string]brokerQueue{}
+	for _, q := range queues {
+		byName[q.Name] = q
+	}
+	// owner -> kind -> signatures (one per distinct argument set)
+	sigs := map[string]map[string]map[string][]string{}
+	for owner, names := range consumed {
+		sigs[owner] = map[string]map[string][]string{}
+		for _, n := range names {
+			q, ok := byName[n]
+			if !ok || q.Type != "quorum" {
+				continue
+			}
+			for _, l := range quorumLimitArgs {
+				v, typ, has := q.arg(l.arg)
+				w, wanted := want[l.arg]
+				switch {
+				case wanted && !has:
+					t.Errorf("%s's queue %s has no %s (%s = %s): %s", owner, n, l.arg, l.option, w, q.signature())
+				case wanted && v != w:
+					t.Errorf("%s's queue %s: %s = %s (%s), %s = %s", owner, n, l.arg, v, typ, l.option, w)
+				case !wanted && has:
+					t.Errorf("%s's queue %s: %s = %s, but %s is not set", owner, n, l.arg, v, l.option)
+				}
+			}
+			k := queueKind(q)
+			if sigs[owner][k] == nil {
+				sigs[owner][k] = map[string][]string{}
+			}
+			sigs[owner][k][q.signature()] = append(sigs[owner][k][q.signature()], n)
+		}
+	}
+	for _, owner := range []string{"ovs-agent", "reference", "server"} {
+		for k, m := range sigs[owner] {
+			for sig, names := range m {
+				t.Logf("%s's quorum %s queues (%d, e.g. %s): %s", owner, k, len(names), names[0], sig)
+			}
+		}
+	}
+	for _, k := range []string{"topic", "reply"} {
+		mine := sigs["ovs-agent"][k]
+		if len(mine) == 0 {
+			t.Errorf("ovs-agent consumes no quorum %s queue on vhost %s (queues it consumes: %v)", k, vhost, consumed["ovs-agent"])
+			continue
+		}
+		for _, other := range []string{"reference", "server"} {
+			theirs := sigs[other][k]
+			if len(theirs) == 0 {
+				if other == "reference" {
+					t.Errorf("the reference agent consumes no quorum %s queue on vhost %s (queues it consumes: %v)", k, vhost, consumed[other])
+				}
+				continue
+			}
+			for sig, names := range mine {
+				if _, ok := theirs[sig]; !ok || len(theirs) != 1 || len(mine) != 1 {
+					t.Errorf("ovs-agent's quorum %s queues (%s ...) have %s; the %s's: %v", k, names[0], sig, other, keys(theirs))
+				}
+			}
+		}
+	}
+	if len(sigs["server"]) == 0 {
+		t.Errorf("no quorum queue of the server's on vhost %s (queues it consumes: %v)", vhost, consumed["server"])
+	}
+}
+
+func keys(m map[string][]string) []string {
+	var l []string
+	for k := range m {
+		l = append(l, k)
+	}
+	sort.Strings(l)
+	return l
+}
+
+// queuesByOwner lists the queues of vhost consumed through each owner's connections (an
+// owner matches a connection's client properties, where its connection name is).
+func queuesByOwner(ctx context.Context, node, vhost string, owners map[string]func(string) bool) (map[string][]string, error) {
+	conns, err := rabbitmqctl(ctx, node, "list_connections", "pid", "vhost", "client_properties")
+	if err != nil {
+		return nil, err
+	}
+	ownerOf := map[string]string{} // connection pid -> owner
+	for _, r := range tsvRows(conns) {
+		if len(r) != 3 || r[1] != vhost {
+			continue
+		}
+		for o, match := range owners {
+			if match(r[2]) {
+				ownerOf[r[0]] = o
+			}
+		}
+	}
+	chans, err := rabbitmqctl(ctx, node, "list_channels", "pid", "connection")
+	if err != nil {
+		return nil, err
+	}
+	chanOwner := map[string]string{}
+	for _, r := range tsvRows(chans) {
+		if len(r) == 2 && ownerOf[r[1]] != "" {
+			chanOwner[r[0]] = ownerOf[r[1]]
+		}
+	}
+	cons, err := rabbitmqctl(ctx, node, "list_consumers", "-p", vhost, "queue_name", "channel_pid")
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	res := map[string][]string{}
+	for _, r := range tsvRows(cons) {
+		if len(r) == 2 && chanOwner[r[1]] != "" && !seen[chanOwner[r[1]]+" "+r[0]] {
+			seen[chanOwner[r[1]]+" "+r[0]] = true
+			res[chanOwner[r[1]]] = append(res[chanOwner[r[1]]], r[0])
+		}
+	}
+	for o := range owners {
+		sort.Strings(res[o])
+	}
+	return res, nil
 }
