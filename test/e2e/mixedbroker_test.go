@@ -466,7 +466,11 @@ func (q brokerQueue) arg(name string) (val, typ string, ok bool) {
 func (q brokerQueue) signature() string {
 	var l []string
 	for _, a := range q.Arguments {
-		l = append(l, fmt.Sprint(a...))
+		if len(a) == 3 {
+			l = append(l, fmt.Sprintf("%v=%v (%v)", a[0], a[2], a[1]))
+		} else {
+			l = append(l, fmt.Sprint(a))
+		}
 	}
 	sort.Strings(l)
 	return q.Type + " [" + strings.Join(l, ", ") + "]"
@@ -526,7 +530,9 @@ func quorumArgsAlike(t *testing.T, e *Env, vhost string, opts map[string]string,
 	if i := strings.IndexByte(out, '['); i > 0 {
 		out = out[i:] // a warning on stderr before the listing
 	}
-	if err := json.Unmarshal([]byte(out), &queues); err != nil {
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.UseNumber() // 8388608, not 8.388608e+06
+	if err := dec.Decode(&queues); err != nil {
 		t.Fatalf("list_queues -p %s --formatter json: %v\n%s", vhost, err, out)
 	}
 	byName := map[string]brokerQueue{}
