@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/metrics"
+	"github.com/ovsagent/ovsagent/internal/overlay"
 	"github.com/ovsagent/ovsagent/internal/pipeline"
 )
 
@@ -134,15 +134,15 @@ type Agent struct {
 	reportLimit int
 
 	// state
-	layout     BridgeLayout
-	ps         *pipeline.State
-	vlans      *pipeline.VLANManager
-	ports      map[string]*portRec
-	netPorts   map[pipeline.NetKey]map[string]bool
-	fdb        map[string]map[netip.Addr]*pipeline.RemoteFDB // l2pop, by network id
-	endpoints  map[pipeline.TunnelKey]bool                   // tunnel_sync / tunnel_update endpoints (no l2pop): (ip, type)
-	tunnels    map[pipeline.TunnelKey]TunnelPort             // tunnel ports on br-tun, one per remote IP and type
-	applied    map[string]map[string]ownerDigest             // bridge → owner → digest of the flows applied
+	layout   BridgeLayout
+	ps       *pipeline.State
+	vlans    *pipeline.VLANManager
+	ports    map[string]*portRec
+	netPorts map[pipeline.NetKey]map[string]bool
+	// overlay: the tunnel ports, tunnel_sync and l2pop's FDB (a feature,
+	// registered after the pipeline; internal/overlay).
+	overlay    *overlay.Overlay
+	applied    map[string]map[string]ownerDigest // bridge → owner → digest of the flows applied
 	dirtyOwner map[string]bool
 	rejected   map[string]*rejection // owners whose latest flows the switch rejected
 	retag      map[string]bool       // ports whose owners' rejection began or ended (retagPorts)
@@ -150,7 +150,6 @@ type Agent struct {
 	started       bool            // first snapshot processed
 	swept         bool            // stale flows of earlier rounds removed (every bridge)
 	sweptBr       map[string]bool // … on this bridge
-	tunnelPeers   map[string]int  // tunnel type → endpoints but ours in tunnel_sync's reply
 	bridgesOK     bool
 	bridgeRetry   retry
 	flowsDropped  bool // drop_flows_on_start done (once, at the first bridge setup)
@@ -159,12 +158,8 @@ type Agent struct {
 	fresh         bool   // next details fetch bypasses the cache
 	checkCanary   bool
 	ovsRestarted  bool
-	checkBridges  bool              // SetupBridges still to run after an ovs-vswitchd restart (handleOVSRestart)
-	tunnelSync    map[string]*retry // tunnel type → pending tunnel_sync
-	fdbAwait      map[string]time.Time
-	fdbSeen       map[string]time.Time                 // last add_fdb_entries per network
-	refreshNets   map[string]bool                      // tunnelled networks whose FDB must be (re)requested
-	refreshOut    map[string]bool                      // … and whose request is out now
+	checkBridges  bool                                 // SetupBridges still to run after an ovs-vswitchd restart (handleOVSRestart)
+	refreshOut    map[string]bool                      // networks whose FDB refresh is out now (feature.Refresher)
 	reportsOut    map[*reportResult]context.CancelFunc // update_device_list calls out now
 	deactivated   map[string]bool                      // ports whose binding here was deactivated: unplug (deactivate.go)
 	callBase      context.Context                      // update_device_list calls derive from it (see Options.QuitGrace)
@@ -240,24 +235,18 @@ func New(opt Options, d Deps) *Agent {
 		reread:      map[string]bool{},
 		idle:        newIdleRelease(opt.ReleaseMemoryIdle, d.Log),
 		netPorts:    map[pipeline.NetKey]map[string]bool{},
-		fdb:         map[string]map[netip.Addr]*pipeline.RemoteFDB{},
-		endpoints:   map[pipeline.TunnelKey]bool{},
-		tunnels:     map[pipeline.TunnelKey]TunnelPort{},
 		applied:     map[string]map[string]ownerDigest{},
 		dirtyOwner:  map[string]bool{},
 		rejected:    map[string]*rejection{},
 		retag:       map[string]bool{},
-		tunnelSync:  map[string]*retry{},
-		fdbAwait:    map[string]time.Time{},
-		fdbSeen:     map[string]time.Time{},
-		refreshNets: map[string]bool{},
 		refreshOut:  map[string]bool{},
 		reportsOut:  map[*reportResult]context.CancelFunc{},
 		abandoned:   map[*reportResult]bool{},
 		sweptBr:     map[string]bool{},
-		tunnelPeers: map[string]int{},
 		featRetry:   map[string]*retry{},
 	}
+	a.overlay = overlay.New(overlay.Config{LocalIP: opt.LocalIP, TunnelTypes: opt.TunnelTypes, L2Population: opt.L2Population, FDBWait: opt.FDBWait},
+		d.Switch, d.Plugin, d.Metrics, a.ps)
 	a.registerFeatures(d.Features)
 	a.reportStart.Store(true)
 	return a
@@ -301,10 +290,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.d.Flows != nil {
 		ofEvents = a.d.Flows.Events()
 	}
-	for _, t := range a.opt.TunnelTypes {
-		a.tunnelSync[t] = &retry{}
-	}
-
 	a.loopState.Store(loopRunning)
 	defer a.loopState.Store(loopStopped)
 	a.callBase = ctx
@@ -352,7 +337,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.beginWork()
 	a.setupBridges(ctx)
 	if a.bridgesOK {
-		a.adoptTunnels(ctx)
+		a.adoptBridges(ctx, false)
 		a.adoptFeatures()
 	}
 	a.endWork()
@@ -526,15 +511,12 @@ func (a *Agent) nextWake() time.Time {
 			consider(p.retry.at)
 		}
 	}
-	for _, r := range a.tunnelSync {
-		consider(r.at)
-	}
-	for _, d := range a.fdbAwait {
-		consider(d)
-	}
 	for _, f := range a.features.All() {
 		if w, ok := f.(feature.Waiter); ok && w.Waiting() {
 			consider(w.RetryAt())
+		}
+		if c, ok := f.(feature.Completer); ok {
+			consider(c.CompleteBy())
 		}
 	}
 	for _, r := range a.featRetry {

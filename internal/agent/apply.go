@@ -130,7 +130,7 @@ func (a *Agent) applyFlows(ctx context.Context) (ok bool, waited time.Duration) 
 			all = all && a.sweptBr[br]
 		}
 		if all {
-			a.afterSweep(ctx)
+			a.afterSweep()
 		}
 	}
 	return true, waited
@@ -140,10 +140,11 @@ func (a *Agent) applyFlows(ctx context.Context) (ok bool, waited time.Duration) 
 // synced and the FDB of every tunnelled network has arrived (or waited
 // for long enough): nothing installed by an earlier run is needed any more.
 func (a *Agent) dataplaneComplete() bool {
-	return a.wiringComplete() && a.fdbComplete()
+	return a.wiringComplete() && a.featuresComplete()
 }
 
-// wiringComplete: everything but l2pop's FDB is known and computed.
+// wiringComplete: everything but what the features still await (l2pop's
+// FDB: feature.Completer) is known and computed.
 func (a *Agent) wiringComplete() bool {
 	if !a.wiringSettled() {
 		return false
@@ -161,43 +162,11 @@ func (a *Agent) wiringComplete() bool {
 // sweep waits for this, so one such port cannot keep the previous run's
 // flows in place.
 func (a *Agent) wiringSettled() bool {
-	if !a.started || !a.bridgesOK || a.ovsRestarted || len(a.tunnelSync) > 0 || a.featuresWaiting() {
+	if !a.started || !a.bridgesOK || a.ovsRestarted || a.featuresWaiting() { // tunnel_sync among them
 		return false
 	}
 	for _, p := range a.ports {
 		if p.present && p.vif.Ready() && (p.needDetails && !p.givenUp() || p.dirty || !p.tagOK && p.wired != wiredNone) {
-			return false
-		}
-	}
-	return true
-}
-
-// fdbComplete: the FDB of every tunnelled network was asked for and has
-// arrived or been waited for.
-func (a *Agent) fdbComplete() bool {
-	if a.noPeers() {
-		return true // no other host: l2pop has no FDB to send
-	}
-	if len(a.refreshNets) > 0 {
-		return false
-	}
-	now := a.now()
-	for _, dl := range a.fdbAwait {
-		if now.Before(dl) {
-			return false
-		}
-	}
-	return true
-}
-
-// noPeers: tunnel_sync named no endpoint but ours for every tunnel type
-// and br-tun has no tunnel port, so no FDB entry can come.
-func (a *Agent) noPeers() bool {
-	if len(a.tunnels) > 0 || len(a.tunnelPeers) < len(a.opt.TunnelTypes) {
-		return false
-	}
-	for _, n := range a.tunnelPeers {
-		if n > 0 {
 			return false
 		}
 	}
@@ -215,10 +184,7 @@ func (a *Agent) sweepReady(br string) bool {
 	if a.sweptBr[br] || !a.wiringSettled() {
 		return false
 	}
-	if br == a.layout.Tunnel && len(a.tunnels) > 0 {
-		return a.fdbComplete()
-	}
-	return true
+	return !a.featuresHoldSweep(br) // br-tun with tunnel ports, until the FDB came
 }
 
 // referenceTables are br's tables the reference clears of every foreign
@@ -250,11 +216,9 @@ func referenceTables(l BridgeLayout, br string, distributed bool) []uint8 {
 	return out
 }
 
-func (a *Agent) afterSweep(ctx context.Context) {
+func (a *Agent) afterSweep() {
 	a.swept = true
-	clear(a.fdbAwait)
 	a.vlans.DisposeHints()
-	a.sweptFeatures()
+	a.sweptFeatures() // the overlay: adopted tunnel ports nobody uses go now
 	a.log.Info("agent: in sync with the dataplane; stale flows removed")
-	a.reconcileTunnels(ctx) // adopted tunnel ports nobody uses go now
 }

@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"sort"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/ovsagent/ovsagent/internal/firewall"
@@ -35,7 +34,7 @@ func (a *Agent) batch(ctx context.Context) {
 		if !a.bridgesOK {
 			return
 		}
-		a.adoptTunnels(ctx)
+		a.adoptBridges(ctx, false)
 	}
 	if a.checkCanary {
 		a.checkCanary = false
@@ -63,13 +62,12 @@ func (a *Agent) batch(ctx context.Context) {
 	// On the agent's clock: the OVSDB write and the bundles are the
 	// dataplane stage of the ports this batch wires.
 	t0 := a.now()
-	finishTunnelSync := a.startTunnelSync(ctx)
+	finishPrefetch := a.prefetch(ctx) // tunnel_sync
 	a.fetchDetails(ctx)
-	finishTunnelSync()
+	finishPrefetch()
 	t1 := a.now()
 	settings := a.decidePorts()
 	a.releaseIdleNetworks()
-	a.reconcileTunnels(ctx)
 	a.refreshEarly(ctx)
 	t2 := a.now()
 	a.writePorts(ctx, settings)
@@ -153,10 +151,7 @@ func (a *Agent) handleOVSRestart(ctx context.Context) bool {
 	for br := range a.applied {
 		a.applied[br] = map[string]ownerDigest{}
 	}
-	a.adoptTunnels(ctx)
-	for _, t := range a.opt.TunnelTypes {
-		a.tunnelSync[t] = &retry{}
-	}
+	a.adoptBridges(ctx, true) // tunnel ports, and tunnel_sync again
 	if a.d.OnOVSRestart != nil && len(a.opt.TunnelTypes) > 0 {
 		a.d.OnOVSRestart()
 	}
@@ -184,38 +179,6 @@ func (a *Agent) rereadFlows(ctx context.Context) {
 	}
 }
 
-// adoptTunnels takes the tunnel ports OVSDB has into the state, so their
-// flows are re-installed and they are not re-created.
-func (a *Agent) adoptTunnels(ctx context.Context) {
-	if a.layout.Tunnel == "" {
-		return
-	}
-	tps, err := a.d.Switch.TunnelPorts(ctx)
-	if err != nil {
-		a.log.Warn("agent: listing tunnel ports failed", "err", err)
-		return
-	}
-	for _, tp := range tps {
-		ip, err := netip.ParseAddr(tp.RemoteIP)
-		if err != nil || tp.OFPort <= 0 {
-			continue
-		}
-		t := &pipeline.Tunnel{RemoteIP: ip, Type: pipeline.NetworkType(tp.Type), Ofport: uint32(tp.OFPort)}
-		a.tunnels[t.Key()] = tp
-		a.ps.Tunnels[t.Key()] = t
-		a.dirtyTunnel(ip, tp.Type)
-	}
-}
-
-func (a *Agent) dirtyTunnel(ip netip.Addr, typ string) {
-	a.dirtyOwner[pipeline.OwnerTunnel(ip)] = true
-	for k, n := range a.ps.Networks {
-		if string(n.Type) == typ {
-			a.dirtyOwner[pipeline.OwnerNetwork(k)] = true
-		}
-	}
-}
-
 func (a *Agent) startResync(reason string) {
 	a.log.Info("agent: full resync", "reason", reason)
 	a.d.Metrics.IncResync(reason)
@@ -230,82 +193,7 @@ func (a *Agent) startResync(reason string) {
 		}
 	}
 	a.fresh = true
-	a.resyncFeatures(reason)
-	for k, n := range a.ps.Networks {
-		if n.Type.IsTunnel() && a.opt.L2Population {
-			a.refreshNets[k.NetworkID] = true
-		}
-	}
-}
-
-// startTunnelSync sends the tunnel_sync calls that are due and returns the
-// function that applies their replies on the loop. The calls are out while
-// the batch pulls the ports' details (both wait on the server, which
-// overlaps them), which shortens the first sync by the call's round trip.
-func (a *Agent) startTunnelSync(ctx context.Context) (finish func()) {
-	if a.opt.LocalIP == "" {
-		return func() {}
-	}
-	type reply struct {
-		typ string
-		eps []TunnelEndpoint
-		err error
-	}
-	now := a.now()
-	var due []string
-	for _, typ := range sortedKeys(a.tunnelSync) {
-		if !a.tunnelSync[typ].at.After(now) {
-			due = append(due, typ)
-		}
-	}
-	if len(due) == 0 {
-		return func() {}
-	}
-	replies := make([]reply, len(due))
-	var wg sync.WaitGroup
-	for i, typ := range due {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			start := time.Now()
-			eps, err := a.d.Plugin.TunnelSync(ctx, a.opt.LocalIP, typ)
-			a.observeRPC("tunnel_sync", time.Since(start), err)
-			replies[i] = reply{typ, eps, err}
-		}()
-	}
-	return func() {
-		wg.Wait()
-		for _, rp := range replies {
-			a.applyTunnelSync(now, rp.typ, rp.eps, rp.err)
-		}
-	}
-}
-
-// applyTunnelSync records one tunnel_sync reply (or schedules a retry).
-func (a *Agent) applyTunnelSync(now time.Time, typ string, eps []TunnelEndpoint, err error) {
-	r := a.tunnelSync[typ]
-	if r == nil {
-		return
-	}
-	if err != nil {
-		wait := r.fail(now, a.backoff)
-		a.log.Warn("agent: tunnel_sync failed; retrying", "type", typ, "err", err, "in", wait)
-		return
-	}
-	delete(a.tunnelSync, typ)
-	peers := 0
-	for _, ep := range eps {
-		if ip, err := netip.ParseAddr(ep.IP); err == nil && !a.ownIP(ip) {
-			peers++
-		}
-	}
-	a.tunnelPeers[typ] = peers
-	if a.opt.L2Population {
-		return // l2pop creates tunnels on demand
-	}
-	for _, ep := range eps {
-		a.tunnelUpdate(TunnelUpdate{IP: ep.IP, Type: typ})
-	}
+	a.resyncFeatures(reason) // the overlay asks for every tunnelled network's FDB
 }
 
 func (a *Agent) fetchDetails(ctx context.Context) {
@@ -625,15 +513,10 @@ func (a *Agent) joinNet(p *portRec, key pipeline.NetKey, d *Device, vlan uint16)
 	}
 	set[p.id] = true
 	if a.ps.Networks[key] == nil {
+		// Its FDB is the overlay's (PortWired, once the port's wiring is decided).
 		typ := pipeline.NetworkType(d.NetworkType)
-		if a.fdb[d.NetworkID] == nil {
-			a.fdb[d.NetworkID] = map[netip.Addr]*pipeline.RemoteFDB{}
-		}
-		a.ps.Networks[key] = &pipeline.Network{Key: key, Type: typ, PhysicalNetwork: d.PhysicalNetwork, LocalVLAN: vlan, FDB: a.fdb[d.NetworkID]}
+		a.ps.Networks[key] = &pipeline.Network{Key: key, Type: typ, PhysicalNetwork: d.PhysicalNetwork, LocalVLAN: vlan}
 		a.touch(pipeline.OwnerNetwork(key))
-		if typ.IsTunnel() && a.opt.L2Population {
-			a.refreshNets[d.NetworkID] = true
-		}
 	}
 }
 
@@ -653,19 +536,7 @@ func (a *Agent) releaseIdleNetworks() {
 		delete(a.netPorts, key)
 		a.vlans.Release(key)
 		a.touch(pipeline.OwnerNetwork(key))
-		delete(a.ps.Networks, key)
-		still := false
-		for k := range a.netPorts {
-			if k.NetworkID == key.NetworkID {
-				still = true
-			}
-		}
-		if !still {
-			delete(a.fdb, key.NetworkID)
-			delete(a.refreshNets, key.NetworkID)
-			delete(a.fdbAwait, key.NetworkID)
-			delete(a.fdbSeen, key.NetworkID)
-		}
+		delete(a.ps.Networks, key) // the overlay forgets its FDB (overlay.prune)
 	}
 }
 

@@ -1,5 +1,7 @@
 package agent
 
+import "github.com/ovsagent/ovsagent/internal/overlay"
+
 // Event is a notification from the server side (resource-cache changes,
 // l2pop and tunnel casts, connection changes) handed to the loop through
 // Agent.Notify. The concrete types below are the whole set.
@@ -31,14 +33,10 @@ type FDBRemove struct{ Entries FDBEntries }
 // FDBEntries is l2pop's fdb_entries argument (spec §3.3), already decoded:
 // network id → segment and remote agent IP → [mac, ip] pairs. The pair
 // ("00:00:00:00:00:00", "0.0.0.0") is the flooding entry.
-type FDBEntries map[string]FDBNetwork
+type FDBEntries = overlay.FDBEntries
 
 // FDBNetwork is one network of an fdb_entries argument.
-type FDBNetwork struct {
-	SegmentID   *int
-	NetworkType string
-	Ports       map[string][][2]string // agent IP → [mac, ip]
-}
+type FDBNetwork = overlay.FDBNetwork
 
 // FDBUpdate is update_fdb_entries' chg_ip form: network → agent IP →
 // before/after [mac, ip] pairs (ARP responder entries only).
@@ -47,7 +45,7 @@ type FDBUpdate struct {
 }
 
 // FDBChange is one agent's before/after pairs.
-type FDBChange struct{ Before, After [][2]string }
+type FDBChange = overlay.FDBChange
 
 // TunnelUpdate, TunnelDelete: the q-agent-notifier-tunnel-* casts.
 type TunnelUpdate struct{ IP, Type string }

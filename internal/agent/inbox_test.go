@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/ovsagent/ovsagent/internal/pipeline"
@@ -75,24 +76,15 @@ func TestInboxBounded(t *testing.T) {
 
 // TestFoldedEventsApplied: the events an overflow folds into act like a resync of
 // the resource they name.
+// What the overlay makes of them: internal/overlay TestFoldedEvents.
 func TestFoldedEventsApplied(t *testing.T) {
 	a := New(Options{L2Population: true, TunnelTypes: []string{"vxlan", "gre"}}, Deps{})
-	a.tunnelSync["vxlan"] = &retry{failures: 3}
-	a.tunnelSync["gre"] = &retry{failures: 3}
 	key := pipeline.NetKey{NetworkID: "net-a", SegID: 5, HasSeg: true}
 	a.ps.Networks[key] = &pipeline.Network{Key: key, Type: pipeline.NetworkType("vxlan")}
 	a.onEvent(fdbRefresh{NetworkID: "net-a"})
 	a.onEvent(fdbRefresh{NetworkID: "net-other"})
-	if !a.refreshNets["net-a"] || a.refreshNets["net-other"] {
-		t.Errorf("refreshNets %v, want net-a only", a.refreshNets)
-	}
-	a.onEvent(tunnelResync{Type: "vxlan"})
-	if a.tunnelSync["vxlan"].failures != 0 || a.tunnelSync["gre"].failures != 3 {
-		t.Errorf("tunnel_sync of vxlan not reset alone")
-	}
-	a.onEvent(tunnelResync{})
-	if a.tunnelSync["gre"].failures != 0 {
-		t.Errorf("tunnel_sync of gre not reset by a full tunnel resync")
+	if got := a.refreshNetworks(); !slices.Equal(got, []string{"net-a"}) {
+		t.Errorf("networks to refresh %v, want net-a only", got)
 	}
 }
 

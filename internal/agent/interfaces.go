@@ -15,6 +15,7 @@ import (
 
 	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/openflow"
+	"github.com/ovsagent/ovsagent/internal/overlay"
 )
 
 // DeadVLAN is the tag of a port that must not forward (the reference's
@@ -88,14 +89,9 @@ type BridgeLayout = feature.BridgeLayout
 // PhysBridge is one bridge_mappings entry after setup.
 type PhysBridge = feature.PhysBridge
 
-// TunnelPort is a tunnel interface on br-tun.
-type TunnelPort struct {
-	Name     string // <type>-<hash>
-	Type     string // vxlan, gre, geneve
-	RemoteIP string
-	LocalIP  string
-	OFPort   int32
-}
+// TunnelPort is a tunnel interface on br-tun (the overlay's, which
+// creates and removes them).
+type TunnelPort = overlay.Port
 
 // Switch is what the loop needs from OVSDB.
 type Switch interface {
@@ -187,10 +183,7 @@ type DeviceListResult struct {
 }
 
 // TunnelEndpoint is one entry of tunnel_sync's reply.
-type TunnelEndpoint struct {
-	IP   string
-	Host string
-}
+type TunnelEndpoint = overlay.Endpoint
 
 // StateReporter sends report_state (topic q-reports-plugin). It returns the
 // server's answer: "new", "alive", "revived" or "".

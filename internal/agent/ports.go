@@ -3,6 +3,7 @@ package agent
 import (
 	"time"
 
+	"github.com/ovsagent/ovsagent/internal/overlay"
 	"github.com/ovsagent/ovsagent/internal/pipeline"
 )
 
@@ -199,16 +200,17 @@ func (a *Agent) onEvent(ev Event) {
 		}
 	case SecurityGroupChanged:
 		a.securityGroupsChanged(e.GroupIDs)
+	// The l2pop and tunnel casts are the overlay's (feature.EventHandler).
 	case FDBAdd:
-		a.fdbApply(e.Entries, true)
+		a.overlayEvent(overlay.FDBAdd(e))
 	case FDBRemove:
-		a.fdbApply(e.Entries, false)
+		a.overlayEvent(overlay.FDBRemove(e))
 	case FDBUpdate:
-		a.fdbChgIP(e)
+		a.overlayEvent(overlay.FDBUpdate(e))
 	case TunnelUpdate:
-		a.tunnelUpdate(e)
+		a.overlayEvent(overlay.TunnelUpdate(e))
 	case TunnelDelete:
-		a.tunnelDelete(e)
+		a.overlayEvent(overlay.TunnelDelete(e))
 	case ResourceChanged:
 		a.onResourceChanged(e.Resource)
 	case featureEvent:
@@ -218,18 +220,13 @@ func (a *Agent) onEvent(ev Event) {
 			a.resync = e.Reason
 		}
 	case fdbRefresh:
-		// As startResync does for every network: the next report of one of
-		// its ports asks the server for the network's FDB.
-		for k, n := range a.ps.Networks {
-			if k.NetworkID == e.NetworkID && n.Type.IsTunnel() && a.opt.L2Population {
-				a.refreshNets[k.NetworkID] = true
-			}
-		}
+		a.overlayEvent(overlay.FDBRefresh(e))
 	case tunnelResync:
-		for typ := range a.tunnelSync {
-			if e.Type == "" || e.Type == typ {
-				a.tunnelSync[typ] = &retry{}
-			}
-		}
+		a.overlayEvent(overlay.TunnelResync(e))
 	}
+}
+
+// overlayEvent hands a cast to the overlay, on the loop.
+func (a *Agent) overlayEvent(data any) {
+	a.onFeatureEvent(featureEvent{name: overlay.Name, data: data})
 }

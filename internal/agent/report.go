@@ -47,7 +47,7 @@ func (a *Agent) reportDevices(ctx context.Context) {
 // first sync waits for. Ports the server does not have ACTIVE are reported
 // only after their flows are in (reportDevices).
 func (a *Agent) refreshEarly(ctx context.Context) {
-	if len(a.refreshNets) == 0 || a.inflight >= a.reportLimit {
+	if a.inflight >= a.reportLimit || len(a.refreshNetworks()) == 0 {
 		return
 	}
 	r := newReportResult()
@@ -66,7 +66,7 @@ func newReportResult() *reportResult {
 // again. With activeOnly, the carrier must be a port the server already has
 // ACTIVE and that needs no report of its own.
 func (a *Agent) addRefresh(r *reportResult, activeOnly bool) {
-	for _, id := range sortedKeys(a.refreshNets) {
+	for _, id := range a.refreshNetworks() {
 		if a.refreshOut[id] {
 			continue
 		}
@@ -192,19 +192,8 @@ func (a *Agent) onReportResult(r *reportResult) {
 			p.reAdded = false
 		}
 	}
-	for id := range r.refreshNets {
-		if a.refreshNets[id] {
-			delete(a.refreshNets, id)
-			// Only flows that output to a tunnel port need the FDB back
-			// before the sweep; with no tunnel port there is none, and
-			// l2pop sends nothing when the network has no other host.
-			// The FDB may also have come before the reply (the server
-			// casts it while it handles the call).
-			got, ok := a.fdbSeen[id]
-			if !a.swept && len(a.tunnels) > 0 && !(ok && !got.Before(r.sent)) {
-				a.fdbAwait[id] = r.replied.Add(a.opt.FDBWait)
-			}
-		}
+	if len(r.refreshNets) > 0 {
+		a.refreshReplied(sortedKeys(r.refreshNets), r.sent, r.replied)
 	}
 	ok := map[string]bool{}
 	for _, id := range r.res.Up {

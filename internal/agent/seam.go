@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/openflow"
@@ -12,16 +14,17 @@ import (
 // The loop's side of the feature seam (internal/feature): registration,
 // the port and server-object hooks, the per-batch Sync with back-off.
 
-// registerFeatures registers the pipeline, then the given features (the
-// firewall and the extensions), and attaches the host to each feature that
-// asks for it. An error (two sources claiming one owner kind) is returned
-// by Run.
+// registerFeatures registers the pipeline and its overlay, then the given
+// features (the firewall and the extensions), and attaches the host to each
+// feature that asks for it. An error (two sources claiming one owner kind)
+// is returned by Run.
 func (a *Agent) registerFeatures(ext []feature.Feature) {
-	all := append([]feature.Feature{pipeline.Source{State: a.ps}}, ext...)
+	builtin := []feature.Feature{pipeline.Source{State: a.ps}, a.overlay}
+	all := append(builtin, ext...)
 	set, err := feature.NewSet(all...)
 	if err != nil {
 		a.featErr = fmt.Errorf("agent: %w", err)
-		set, _ = feature.NewSet(all[:1]...)
+		set, _ = feature.NewSet(builtin...)
 	}
 	a.features = set
 	a.resourceTypes = map[string]bool{}
@@ -139,6 +142,79 @@ func (a *Agent) syncFeatures(ctx context.Context) {
 			continue
 		}
 		delete(a.featRetry, name)
+	}
+}
+
+// adoptBridges has the features read their OVSDB rows on the bridges just
+// set up (feature.BridgeAdopter).
+func (a *Agent) adoptBridges(ctx context.Context, restarted bool) {
+	for _, f := range a.features.All() {
+		if b, ok := f.(feature.BridgeAdopter); ok {
+			b.AdoptBridges(ctx, restarted)
+		}
+	}
+}
+
+// prefetch sends the features' server calls that overlap the details
+// fetch; the returned function applies their answers (feature.Prefetcher).
+func (a *Agent) prefetch(ctx context.Context) (finish func()) {
+	var fins []func()
+	for _, f := range a.features.All() {
+		if p, ok := f.(feature.Prefetcher); ok {
+			fins = append(fins, p.Prefetch(ctx))
+		}
+	}
+	return func() {
+		for _, fin := range fins {
+			fin()
+		}
+	}
+}
+
+// featuresComplete: no feature's part of the dataplane still waits on the
+// server (feature.Completer).
+func (a *Agent) featuresComplete() bool {
+	for _, f := range a.features.All() {
+		if c, ok := f.(feature.Completer); ok && !c.Complete() {
+			return false
+		}
+	}
+	return true
+}
+
+// featuresHoldSweep: some feature keeps br's stale flows for now.
+func (a *Agent) featuresHoldSweep(br string) bool {
+	for _, f := range a.features.All() {
+		if c, ok := f.(feature.Completer); ok && c.HoldSweep(br) {
+			return true
+		}
+	}
+	return false
+}
+
+// refreshNetworks are the networks some feature wants refreshed by the
+// next update_device_list (feature.Refresher), sorted.
+func (a *Agent) refreshNetworks() []string {
+	var out []string
+	for _, f := range a.features.All() {
+		if r, ok := f.(feature.Refresher); ok {
+			out = append(out, r.RefreshNetworks()...)
+		}
+	}
+	if len(out) > 1 {
+		slices.Sort(out)
+		out = slices.Compact(out)
+	}
+	return out
+}
+
+// refreshReplied tells the refreshers a call carrying these networks'
+// refresh succeeded.
+func (a *Agent) refreshReplied(nets []string, sent, replied time.Time) {
+	for _, f := range a.features.All() {
+		if r, ok := f.(feature.Refresher); ok {
+			r.RefreshReplied(nets, sent, replied)
+		}
 	}
 }
 

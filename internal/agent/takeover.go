@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/netip"
 	"regexp"
 	"sort"
 	"strconv"
@@ -121,15 +120,7 @@ func PlanTakeover(opt Options, in TakeoverInputs) *TakeoverPlan {
 	var msgs []string
 	a.log = slog.New(&msgHandler{out: &msgs})
 	a.adopt(in.VIFs)
-	for _, tp := range in.Tunnels {
-		ip, err := netip.ParseAddr(tp.RemoteIP)
-		if err != nil || tp.OFPort <= 0 {
-			continue
-		}
-		t := &pipeline.Tunnel{RemoteIP: ip, Type: pipeline.NetworkType(tp.Type), Ofport: uint32(tp.OFPort)}
-		a.tunnels[t.Key()] = tp
-		a.ps.Tunnels[t.Key()] = t
-	}
+	a.overlay.AdoptPorts(in.Tunnels)
 	vifs := append([]VIF(nil), in.VIFs...)
 	sort.Slice(vifs, func(i, j int) bool { return vifs[i].Name < vifs[j].Name })
 	plan := &TakeoverPlan{Tunnels: in.Tunnels, Controllers: in.Controllers, Managers: in.Managers}

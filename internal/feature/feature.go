@@ -39,6 +39,15 @@
 //     the stale flows are swept.
 //   - Adopter: told once what the bridges held at start.
 //   - SecurityGroupHandler: told of security-group rule and member changes.
+//   - Prefetcher: server calls sent while the batch reads the ports'
+//     details (tunnel_sync).
+//   - BridgeAdopter: its OVSDB rows on the bridges read into its state once
+//     the bridges are set up (br-tun's tunnel ports).
+//   - Completer: its part of the dataplane waits on the server after the
+//     wiring (l2pop's FDB): in-sync waits, and so does the sweep of the
+//     bridges it holds.
+//   - Refresher: networks whose state the server is asked for again by the
+//     next update_device_list (refresh_tunnels: l2pop's FDB).
 //
 // Metrics: a feature registers its families on the *metrics.Metrics the
 // wiring gives it (metrics.Metrics.NewCounter / NewGauge) when it is built.
@@ -261,6 +270,50 @@ type Adopter interface {
 // groups changed (none named: any may have).
 type SecurityGroupHandler interface {
 	SecurityGroupsChanged(ids []string)
+}
+
+// Prefetcher is a feature with server calls that the batch sends while it
+// reads the ports' details (both wait on the server, which overlaps them):
+// tunnel_sync. Prefetch sends what is due and returns at once; the batch
+// calls finish, on the loop, once the details are read: it waits for the
+// answers and applies them. The calls must not touch the loop's state.
+type Prefetcher interface {
+	Prefetch(ctx context.Context) (finish func())
+}
+
+// BridgeAdopter is a feature with OVSDB rows of its own on the bridges
+// (br-tun's tunnel ports). AdoptBridges reads them into its state once the
+// bridges are set up: at start, after a bridge setup that had failed
+// succeeded, and after ovs-vswitchd restarted (restarted true: what it
+// learnt from the server about the dataplane is asked for again).
+type BridgeAdopter interface {
+	AdoptBridges(ctx context.Context, restarted bool)
+}
+
+// Completer is a feature whose part of the dataplane is complete only once
+// the server has sent more after the wiring (l2pop's FDB of the tunnelled
+// networks, asked for by a Refresher). Until Complete the agent is not in
+// sync, and a bridge it holds (HoldSweep) keeps the stale flows of earlier
+// runs, which may still carry traffic its part has not rebuilt. The loop
+// wakes at CompleteBy (zero: none), when Complete may turn true by itself
+// (a wait's deadline).
+type Completer interface {
+	Complete() bool
+	HoldSweep(bridge string) bool
+	CompleteBy() time.Time
+}
+
+// Refresher is a feature that asks the server for a network's state again
+// by reporting one of the network's ports up (already ACTIVE, wired here)
+// in an update_device_list with refresh_tunnels: l2pop then casts the
+// network's whole FDB. The agent carries the request in its next report
+// and keeps a network's request out at most once at a time.
+type Refresher interface {
+	// RefreshNetworks are the network ids waiting for a refresh, sorted.
+	RefreshNetworks() []string
+	// RefreshReplied: a call asking for these networks' refresh, sent at
+	// sent, succeeded at replied.
+	RefreshReplied(nets []string, sent, replied time.Time)
 }
 
 // Resyncer is told of a full resync: state it caches from the server may
