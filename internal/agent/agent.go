@@ -134,11 +134,10 @@ type Agent struct {
 	reportLimit int
 
 	// state
-	layout   BridgeLayout
-	ps       *pipeline.State
-	vlans    *pipeline.VLANManager
-	ports    map[string]*portRec
-	netPorts map[pipeline.NetKey]map[string]bool
+	layout BridgeLayout
+	ps     *pipeline.State
+	maps   *pipeline.Mappings // local VLAN mappings: their ports, VLANs and Networks in ps
+	ports  map[string]*portRec
 	// overlay: the tunnel ports, tunnel_sync and l2pop's FDB (a feature,
 	// registered after the pipeline; internal/overlay).
 	overlay    *overlay.Overlay
@@ -230,11 +229,9 @@ func New(opt Options, d Deps) *Agent {
 		reportLimit: opt.MaxInflightReports,
 		reportNow:   make(chan struct{}, 1),
 		ps:          pipeline.NewState(opt.Pipeline),
-		vlans:       pipeline.NewVLANManager(),
 		ports:       map[string]*portRec{},
 		reread:      map[string]bool{},
 		idle:        newIdleRelease(opt.ReleaseMemoryIdle, d.Log),
-		netPorts:    map[pipeline.NetKey]map[string]bool{},
 		applied:     map[string]map[string]ownerDigest{},
 		dirtyOwner:  map[string]bool{},
 		rejected:    map[string]*rejection{},
@@ -245,6 +242,7 @@ func New(opt Options, d Deps) *Agent {
 		sweptBr:     map[string]bool{},
 		featRetry:   map[string]*retry{},
 	}
+	a.maps = pipeline.NewMappings(a.ps)
 	a.overlay = overlay.New(overlay.Config{LocalIP: opt.LocalIP, TunnelTypes: opt.TunnelTypes, L2Population: opt.L2Population, FDBWait: opt.FDBWait},
 		d.Switch, d.Plugin, d.Metrics, a.ps)
 	a.registerFeatures(d.Features)

@@ -218,7 +218,7 @@ func referenceTables(l BridgeLayout, br string, distributed bool) []uint8 {
 
 func (a *Agent) afterSweep() {
 	a.swept = true
-	a.vlans.DisposeHints()
+	a.maps.DisposeHints()
 	a.sweptFeatures() // the overlay: adopted tunnel ports nobody uses go now
 	a.log.Info("agent: in sync with the dataplane; stale flows removed")
 }

@@ -352,7 +352,7 @@ func (a *Agent) wirePort(p *portRec) (PortSetting, bool) {
 	}
 	if w == wiredUp {
 		key = netKeyOf(d)
-		v, err := a.vlans.Allocate(key)
+		v, err := a.maps.Allocate(key)
 		if err != nil {
 			a.log.Error("agent: no local VLAN for network; port left dead", "port", p.id, "network", d.NetworkID, "err", err)
 			w = wiredDead
@@ -504,40 +504,24 @@ func pipelinePort(p *portRec, d *Device, key pipeline.NetKey, w wiring) *pipelin
 // model wants it (firewall.ParsePrefix).
 func parsePrefix(s string) (netip.Prefix, bool) { return firewall.ParsePrefix(s) }
 
+// joinNet puts the port on its mapping; a new mapping's flows are computed
+// (its FDB is the overlay's: PortWired, once the port's wiring is decided).
 func (a *Agent) joinNet(p *portRec, key pipeline.NetKey, d *Device, vlan uint16) {
 	p.net, p.hasNet = key, true
-	set := a.netPorts[key]
-	if set == nil {
-		set = map[string]bool{}
-		a.netPorts[key] = set
-	}
-	set[p.id] = true
-	if a.ps.Networks[key] == nil {
-		// Its FDB is the overlay's (PortWired, once the port's wiring is decided).
-		typ := pipeline.NetworkType(d.NetworkType)
-		a.ps.Networks[key] = &pipeline.Network{Key: key, Type: typ, PhysicalNetwork: d.PhysicalNetwork, LocalVLAN: vlan}
+	if a.maps.Join(p.id, key, pipeline.NetworkType(d.NetworkType), d.PhysicalNetwork, vlan) {
 		a.touch(pipeline.OwnerNetwork(key))
 	}
 }
 
 func (a *Agent) leaveNet(p *portRec) {
-	if set := a.netPorts[p.net]; set != nil {
-		delete(set, p.id)
-	}
+	a.maps.Leave(p.id, p.net)
 	p.hasNet = false
 }
 
-// releaseIdleNetworks frees the local VLAN of networks without local ports.
+// releaseIdleNetworks frees the local VLAN of networks without local ports
+// (the overlay then forgets their FDB: overlay.prune).
 func (a *Agent) releaseIdleNetworks() {
-	for key, set := range a.netPorts {
-		if len(set) > 0 {
-			continue
-		}
-		delete(a.netPorts, key)
-		a.vlans.Release(key)
-		a.touch(pipeline.OwnerNetwork(key))
-		delete(a.ps.Networks, key) // the overlay forgets its FDB (overlay.prune)
-	}
+	a.maps.ReleaseIdle(func(key pipeline.NetKey) { a.touch(pipeline.OwnerNetwork(key)) })
 }
 
 // removePort unwires a port that left br-int; it is reported down if the

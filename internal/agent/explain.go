@@ -105,7 +105,7 @@ func (a *Agent) describe(p *portRec) *Explanation {
 	}
 	switch p.wired {
 	case wiredUp:
-		if v, ok := a.vlans.Get(p.net); ok {
+		if v, ok := a.maps.VLAN(p.net); ok {
 			e.LocalVLAN = int(v)
 		}
 	case wiredAdminDown, wiredDead:

@@ -89,7 +89,7 @@ func (a *Agent) featurePort(p *portRec) feature.Port {
 	switch p.wired {
 	case wiredUp:
 		fp.Wiring = feature.WiredUp
-		if v, ok := a.vlans.Get(p.net); ok {
+		if v, ok := a.maps.VLAN(p.net); ok {
 			fp.LocalVLAN = v
 		}
 	case wiredAdminDown:

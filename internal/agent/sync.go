@@ -22,7 +22,7 @@ func (a *Agent) adopt(vifs []VIF) {
 			SegmentationID: v.OtherConfig["segmentation_id"],
 		})
 	}
-	for _, msg := range a.vlans.Adopt(existing) {
+	for _, msg := range a.maps.Adopt(existing) {
 		a.log.Warn("agent: adopting local VLANs: " + msg)
 	}
 	if len(existing) > 0 {

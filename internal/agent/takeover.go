@@ -137,7 +137,7 @@ func PlanTakeover(opt Options, in TakeoverInputs) *TakeoverPlan {
 			pp.Wiring = p.wired.String()
 			pp.NewTag = DeadVLAN
 			if p.wired == wiredUp {
-				if vl, ok := a.vlans.Get(p.net); ok {
+				if vl, ok := a.maps.VLAN(p.net); ok {
 					pp.NewTag = int(vl)
 				}
 			}
@@ -154,7 +154,7 @@ func PlanTakeover(opt Options, in TakeoverInputs) *TakeoverPlan {
 		}
 	}
 	for key, n := range a.ps.Networks {
-		vp := VLANPlan{Network: key.NetworkID, VLAN: n.LocalVLAN, Ports: len(a.netPorts[key]), NetType: string(n.Type), Physnet: n.PhysicalNetwork}
+		vp := VLANPlan{Network: key.NetworkID, VLAN: n.LocalVLAN, Ports: a.maps.Ports(key), NetType: string(n.Type), Physnet: n.PhysicalNetwork}
 		if key.HasSeg {
 			vp.SegValue = strconv.Itoa(int(key.SegID))
 		}
