@@ -1,5 +1,6 @@
-// Package agent is the heart of ovsagent: the agent's state (ports, local
-// VLANs, tunnels, FDB), the single event loop that turns OVSDB port events,
+// Package agent is the heart of ovsagent: the port lifecycle (ports, their
+// details, mapping and tag; the tunnel overlay and the other features sit
+// behind internal/feature), the single event loop that turns OVSDB port events,
 // server notifications and timers into one dataplane batch, the status
 // reporting to the server and the resync logic.
 //

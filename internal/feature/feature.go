@@ -54,9 +54,11 @@
 //
 // Features are built and registered in one place, cmd/ovs-agent
 // (features.go, from the configuration), and passed to the agent in
-// agent.Deps.Features. The pipeline (pipeline.Source over the loop's
-// pipeline state) is registered by the agent itself and comes first; the
-// OVS firewall (internal/secgroup) is built in features.go like any other.
+// agent.Deps.Features. The pipeline (pipeline.Source over the pipeline
+// state) and its tunnel overlay (internal/overlay: tunnel ports,
+// tunnel_sync, l2pop's FDB) are registered by the agent itself and come
+// first; the OVS firewall (internal/secgroup) is built in features.go like
+// any other.
 package feature
 
 import (

@@ -12,8 +12,10 @@
 // The agent keeps a *State (state.go): Config, the bridges and their patch
 // ofports, the local VLAN mappings (Networks, keyed by NetKey = network id +
 // segmentation id, each with its local VLAN and l2pop FDB), the VIFs (Ports)
-// and the tunnel ports (Tunnels). It allocates local VLANs with a
-// VLANManager, fed at start with the tags found in OVSDB (Adopt).
+// and the tunnel ports (Tunnels). Its port lifecycle keeps the mappings with
+// Mappings (ports per mapping, local VLANs from a VLANManager fed at start
+// with the tags found in OVSDB: Adopt); internal/overlay keeps Tunnels and
+// each Network's FDB.
 //
 //	Compute(s)              every flow: bridge name -> owner -> flows
 //	FlowsFor(s, owner)      one owner's flows, by bridge name
