@@ -579,27 +579,11 @@ func (a *Agent) dropFlows(ctx context.Context, l BridgeLayout) error {
 func (a *Agent) applyLayout(l BridgeLayout) bool {
 	changed := !layoutEqual(a.layout, l)
 	a.layout = l
-	a.ps.Int.Name = l.Integration
-	a.ps.Int.PatchTunOfport = l.PatchTun
-	if l.Tunnel != "" {
-		a.ps.Tun = &pipeline.TunBridge{Name: l.Tunnel, PatchIntOfport: l.PatchInt}
-	} else {
-		a.ps.Tun = nil
-	}
-	a.ps.Phys = map[string]*pipeline.PhysBridge{}
-	for physnet, pb := range l.Physical {
-		a.ps.Phys[physnet] = &pipeline.PhysBridge{Bridge: pb.Bridge, IntOfport: pb.IntOFPort, PhysOfport: pb.PhyOFPort}
-	}
+	var cookie func(string) uint64 // this run's, per bridge (none without OpenFlow)
 	if a.d.Flows != nil {
-		// Learned flows carry the cookie the learn action embeds.
-		a.ps.Int.Cookie = a.d.Flows.Cookie(l.Integration)
-		if a.ps.Tun != nil {
-			a.ps.Tun.Cookie = a.d.Flows.Cookie(l.Tunnel)
-		}
-		for _, pb := range a.ps.Phys {
-			pb.Cookie = a.d.Flows.Cookie(pb.Bridge)
-		}
+		cookie = a.d.Flows.Cookie
 	}
+	a.ps.SetBridges(l, cookie)
 	for _, br := range l.Bridges() {
 		if a.applied[br] == nil {
 			a.applied[br] = map[string]ownerDigest{}

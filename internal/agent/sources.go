@@ -40,22 +40,7 @@ func (a *Agent) computeFlows(owners []string) (map[string]map[string][]openflow.
 
 // bridgeCookie is the cookie the pipeline stamps on the bridge's flows
 // (this run's cookie; 1 in a takeover plan, 0 without OpenFlow).
-func (a *Agent) bridgeCookie(br string) uint64 {
-	switch {
-	case br == "":
-		return 0
-	case br == a.ps.Int.Name:
-		return a.ps.Int.Cookie
-	case a.ps.Tun != nil && br == a.ps.Tun.Name:
-		return a.ps.Tun.Cookie
-	}
-	for _, pb := range a.ps.Phys {
-		if pb.Bridge == br {
-			return pb.Cookie
-		}
-	}
-	return 0
-}
+func (a *Agent) bridgeCookie(br string) uint64 { return a.ps.BridgeCookie(br) }
 
 // host is what the agent offers a feature (feature.Host).
 type host struct {
