@@ -1,0 +1,342 @@
+#!/bin/bash
+# refenv dvr_e2e.sh — issue 16's Must-show with ovs-agent as the OVS agent of every hypervisor of
+# refenv/dvr.sh's NHV=3 environment (hv1 network node dvr_snat, hv2 and hv3 computes dvr; the real
+# 2026.2 server variant :9265 and the real L3 agents). One environment, many steps; test/e2e
+# TestDVR runs them in this order as subtests:
+#
+#   dvr_e2e.sh up                 NHV=3 dvr.sh up + scenario with the reference agents
+#   dvr_e2e.sh ifbench N          dvr.sh ifbench N (with whatever agents run now; benchmark)
+#   dvr_e2e.sh replace BIN N...   on each hvN: replace_host (reference stopped, its flows dumped
+#                                 and deleted, ovs-agent BIN started, in sync), then hvN's flows
+#                                 compared with the reference's dump (outside the firewall tables)
+#   dvr_e2e.sh check              dvr.sh check (every ping of the scenario)
+#   dvr_e2e.sh eastwest           vm1 (A, hv2) <-> vm2 (B, hv3): pings, a TCP session started
+#                                 (kept to the end), the VXLAN frames on hv2's and hv1's underlay
+#   dvr_e2e.sh samehost           vm3 (A, hv3) -> vm2 (B, hv3): no frame of it on hv3's underlay
+#   dvr_e2e.sh northsouth         vm1 -> outside through hv1's SNAT; outside -> vm2's floating IP
+#                                 through hv3's fg- port (frames seen on the outside's veths)
+#   dvr_e2e.sh restart N          kill -9 of ovs-agent on hvN under a vm1 -> vm2 ping every 0.05 s,
+#                                 started again: 0 lost, flows after = before, TCP session open
+#   dvr_e2e.sh iface              subnet A's router interface removed / added under pings: stops /
+#                                 starts, no DVR flow of A left on the ovs-agent hosts after removal
+#   dvr_e2e.sh tcp                the TCP session is open and echoes
+#   dvr_e2e.sh teardown           ovs-agents and helpers stopped (pids checked), NHV=3 dvr.sh down
+#
+# Each step prints "PASS: ..." / "FAIL: ..." lines and exits 1 on a failure. State in $D.
+# Run under the e2e lock: flock -o /tmp/ovsagent-e2e.lock refenv/dvr_e2e.sh ...
+set -euo pipefail
+export PATH=/usr/local/go/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
+HERE=$(cd "$(dirname "$0")" && pwd)
+for _f in /proc/$$/fd/*; do _f=${_f##*/}; if [ "$_f" -gt 2 ] && [ "$_f" -lt 255 ]; then eval "exec $_f>&-"; fi; done 2>/dev/null
+export RELEASE=${RELEASE:-2026.2} NHV=3
+unset HV
+D=${DVR_E2E_DIR:-/tmp/refenv-dvr-e2e-$RELEASE}; mkdir -p "$D"
+STATE=/run/refenv/$RELEASE-dvr/dvr.env
+VMPFX=$RELEASE-dvr-; EXTNS=${VMPFX}ext; EXT_GW=203.0.113.1
+TCPPORT=7007
+log() { echo "[dvr-e2e $(date +%T.%3N)] $*"; }
+ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+FAILS=0
+pass() { log "PASS: $*"; }
+fail() { log "FAIL: $*"; FAILS=$((FAILS + 1)); }
+finish() { [ "$FAILS" = 0 ] || { log "$FAILS failure(s)"; exit 1; }; exit 0; }
+
+hv() { # N: hypervisor N's names (release.sh HV=N)
+  eval "$(VARIANT=dvr HV=$1 "$HERE/release.sh" env)"
+  HVNS=$REFENV_OVS_NS; HOSTN=$REFENV_AGENT_HOST; OVSD=$REFENV_OVS_DIR
+}
+ofctl() { OVS_RUNDIR=$OVSD ovs-ofctl -O OpenFlow13 "$@"; }
+vsctl() { ovs-vsctl --timeout=10 --db="unix:$OVSD/db.sock" "$@"; }
+api() { curl -sS -f -H 'X-Project-Id: demo' -H 'X-Roles: admin' "http://127.0.0.1:$REFENV_API_PORT/v2.0$1"; }
+apiw() { curl -sS -f -X "$1" -H 'Content-Type: application/json' -H 'X-Project-Id: demo' -d "$3" "http://127.0.0.1:$REFENV_API_PORT/v2.0$2"; }
+vm() { local k=$1; shift; ip netns exec "$VMPFX$k" "$@"; }
+st() { . "$STATE"; }
+# a daemon of ours: setsid, pid recorded in $D/<name>.pid, killed only when /proc/<pid>/cmdline
+# still names $D (where every one of them has its files)
+# (or, for pings, "ping -n")
+bg() { local name=$1; shift; (cd / && exec setsid "$@") > "$D/$name.out" 2>&1 < /dev/null & echo $! > "$D/$name.pid"; }
+ours_alive() { local p; p=$(cat "$D/$1.pid" 2>/dev/null) || return 1; [ -n "$p" ] && tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -qE "$D/|^ping -n "; }
+kill_ours() { # name signal
+  local p; p=$(cat "$D/$1.pid" 2>/dev/null) || return 0
+  if ours_alive "$1"; then
+    kill "-$2" "$p"; for _ in $(seq 1 40); do kill -0 "$p" 2>/dev/null || break; sleep 0.25; done
+    kill -0 "$p" 2>/dev/null && kill -KILL "$p"
+  fi
+  rm -f "$D/$1.pid"; return 0
+}
+# flows of a bridge as compared: cookies and stats dropped, firewall tables (70-99: conj ids are
+# numbered differently) and learnt table-20 flows out, sorted
+norm() { sed -E 's/^[[:space:]]+//; s/cookie=0x[0-9a-f]+, //; s/(duration|n_packets|n_bytes|idle_age|hard_age)=[^,]*, //g; s/^table=0, //' "$1" \
+  | grep -vE '^(OFPST|NXST)|hard_timeout=|^table=(7[0-9]|8[0-9]|9[0-9]),' | sort; }
+dvrmac() { mysql -N -e "SELECT LOWER(REPLACE(mac_address,'-',':')) FROM $REFENV_DB.dvr_host_macs WHERE host='$1'"; }
+
+# ---- ovs-agent in place of the reference on a hypervisor ----
+start_ours() { # N BIN: ovs-agent as hvN's OVS agent (that host's ini), in its netns, metrics on its loopback
+  local n=$1 bin=$2 ini
+  hv "$n"
+  ini=$REFENV_CHROOT/etc/neutron/refenv-dvr/openvswitch_agent$([ "$n" = 1 ] || echo "-hv$n").ini
+  cp "$ini" "$D/ovs-agent-hv$n.ini"
+  printf '\n# ovsagent only\n[ovsagent]\nmetrics_listen = 127.0.0.1:%s\n' "$((19170 + n))" >> "$D/ovs-agent-hv$n.ini"
+  bg "ovs-agent-hv$n" ip netns exec "$HVNS" unshare -m --propagation private sh -c 'mount --bind "$0" /run/openvswitch && exec "$@"' \
+    "$OVSD" "$bin" --config-file "$REFENV_CHROOT/etc/neutron/refenv-dvr/neutron.conf" --config-file "$D/ovs-agent-hv$n.ini" \
+    --log-file "$D/ovs-agent-hv$n.log"
+}
+wait_insync() { # N T0: ms from T0 until hvN's ovs-agent reports in sync (or "never")
+  local n=$1
+  hv "$n"
+  for _ in $(seq 1 1200); do
+    if ip netns exec "$HVNS" curl -s "http://127.0.0.1:$((19170 + n))/metrics" 2>/dev/null | grep -q '^ovsagent_in_sync 1'; then ms "$2"; return 0; fi
+    ours_alive "ovs-agent-hv$n" || { tail -20 "$D/ovs-agent-hv$n.log" >&2 || true; echo never; return 1; }
+    sleep 0.05
+  done
+  echo never; return 1
+}
+# replace_host N BIN: the reference OVS agent of hvN stopped (its L3 agent keeps running), its
+# flows dumped to $D/ref-hvN-<bridge>.txt and deleted, ovs-agent started. The 'delete the
+# reference's flows first' way: the dvr feature refuses the reference's DVR flows at a takeover
+# (docs/dvr.md); with TAKEOVER=1 they are left for ovs-agent to adopt (once it can).
+replace_host() {
+  local n=$1 bin=$2 t b
+  hv "$n"
+  t=$(date +%s%N); VARIANT=dvr HV=$n "$HERE/release.sh" ref-stop > "$D/ref-stop-hv$n.txt" 2>&1
+  log "hv$n: reference OVS agent stopped after $(ms "$t") ms (L3 agent kept)"
+  for b in br-int br-tun br-phys; do
+    ofctl dump-flows "$b" > "$D/ref-hv$n-$b.txt"
+    [ "${TAKEOVER:-0}" = 1 ] || ofctl del-flows "$b"
+  done
+  t=$(date +%s%N); start_ours "$n" "$bin"
+  log "hv$n: ovs-agent pid $(cat "$D/ovs-agent-hv$n.pid") in sync $(wait_insync "$n" "$t") ms after start"
+}
+compare_flows() { # N: hvN's flows now against the reference's dump; ND = the differing line count
+  local n=$1 b ports stale l p c
+  ND=0
+  hv "$n"
+  ports=" $(ofctl show br-int | sed -nE 's/^ *([0-9]+)\(.*/\1/p' | tr '\n' ' ') "
+  for b in br-int br-tun br-phys; do
+    ofctl --no-stats dump-flows "$b" > "$D/ours-hv$n-$b.txt"
+    comm -3 <(norm "$D/ref-hv$n-$b.txt") <(norm "$D/ours-hv$n-$b.txt") > "$D/diff-hv$n-$b.txt" || true
+    stale=0; c=0
+    while IFS= read -r l; do
+      # the reference's defect 1 (docs/dvr.md): table-3 flows to a removed qr- port; ours has none
+      p=$(sed -nE 's/^table=3, priority=5,.*output:([0-9]+)$/\1/p' <<<"$l")
+      if [ "$b" = br-int ] && [ -n "$p" ] && [[ "$l" != $'\t'* ]] && [[ "$ports" != *" $p "* ]]; then stale=$((stale + 1)); else c=$((c + 1)); fi
+    done < "$D/diff-hv$n-$b.txt"
+    log "hv$n $b: $c lines differ from the reference's ($D/diff-hv$n-$b.txt; < reference only, > ovs-agent only), $stale stale reference table-3 flows"
+    [ "$c" = 0 ] || sed 's/^/    /' "$D/diff-hv$n-$b.txt" | head -20
+    ND=$((ND + c))
+  done
+  log "hv$n: DVR tables ovs-agent / reference: br-int t1-4 $(grep -cE 'table=[1-4],' "$D/ours-hv$n-br-int.txt" || true)/$(grep -cE 'table=[1-4],' "$D/ref-hv$n-br-int.txt" || true), br-tun t1/t9 $(grep -cE 'table=(1|9),' "$D/ours-hv$n-br-tun.txt" || true)/$(grep -cE 'table=(1|9),' "$D/ref-hv$n-br-tun.txt" || true), br-phys t1-3 $(grep -cE 'table=[1-3],' "$D/ours-hv$n-br-phys.txt" || true)/$(grep -cE 'table=[1-3],' "$D/ref-hv$n-br-phys.txt" || true)"
+}
+
+# ---- packets ----
+sniff() { # N IFACE SECONDS OUT [plain]: frames on IFACE inside hvN's netns (N=ext: the outside netns)
+  local ns
+  if [ "$1" = ext ]; then ns=$EXTNS; else hv "$1"; ns=$HVNS; fi
+  ip netns exec "$ns" python3 "$HERE/dvr_sniff.py" "$2" "$3" ${5:-} > "$4" 2>&1 &
+  SNIFFS="${SNIFFS:-} $!"
+}
+wsniff() { local p; for p in ${SNIFFS:-}; do wait "$p" || true; done; SNIFFS=""; }
+pingn() { # vm dst count interval: prints "sent received"
+  vm "$1" ping -n -q -c "$3" -i "$4" -W 1 "$2" 2>/dev/null | sed -nE 's/^([0-9]+) packets transmitted, ([0-9]+) (packets )?received.*/\1 \2/p'
+}
+qr_macs() { api "/ports?device_owner=network:router_interface_distributed" | jq -r '.ports[].mac_address'; }
+
+tcp_start() {
+  st
+  if ours_alive tcp-server && ours_alive tcp-client; then return 0; fi
+  bg tcp-server ip netns exec "${VMPFX}vm2" python3 "$HERE/dvr_tcpecho.py" serve "$TCPPORT" "$D/"
+  sleep 0.5
+  bg tcp-client ip netns exec "${VMPFX}vm1" python3 "$HERE/dvr_tcpecho.py" client "$vm2_IP" "$TCPPORT" "$D/tcp.state"
+}
+tcp_check() { # the session open and echoing: the echo count grows within 60 s
+  local a b
+  a=$(sed -nE 's/.*echoed=([0-9]+).*/\1/p' "$D/tcp.state" 2>/dev/null || echo 0)
+  for _ in $(seq 1 120); do
+    b=$(sed -nE 's/.*echoed=([0-9]+).*/\1/p' "$D/tcp.state" 2>/dev/null || echo 0)
+    grep -q closed "$D/tcp.state" 2>/dev/null && break
+    [ "${b:-0}" -gt "${a:-0}" ] && break
+    sleep 0.5
+  done
+  if grep -q ' open' "$D/tcp.state" 2>/dev/null && [ "${b:-0}" -gt "${a:-0}" ]; then
+    pass "TCP session vm1 -> vm2:$TCPPORT open since eastwest, echoing ($(cat "$D/tcp.state"))"
+  else
+    fail "TCP session vm1 -> vm2:$TCPPORT: $(cat "$D/tcp.state" 2>/dev/null || echo 'no state')"
+  fi
+}
+
+step_up() {
+  "$HERE/dvr.sh" up
+  "$HERE/dvr.sh" scenario
+}
+
+step_replace() {
+  local bin=$1; shift
+  local n
+  for n in "$@"; do
+    replace_host "$n" "$bin"
+    if ! ours_alive "ovs-agent-hv$n"; then fail "hv$n: ovs-agent exited"; continue; fi
+    compare_flows "$n"
+    [ "$ND" = 0 ] && pass "hv$n: flows equal to the reference's outside the firewall tables" || fail "hv$n: $ND flow lines differ from the reference's"
+  done
+}
+
+step_check() {
+  if "$HERE/dvr.sh" check > "$D/check.txt" 2>&1; then cat "$D/check.txt"; pass "dvr.sh check"; else cat "$D/check.txt"; fail "dvr.sh check"; fi
+}
+
+step_eastwest() {
+  st; hv 2
+  local mac2 r qr bad own nn
+  mac2=$(dvrmac "$HOSTN")
+  qr=$(qr_macs | tr '\n' ' ')
+  tcp_start
+  sniff 2 und2 6 "$D/ew-und2.txt"; sniff 1 und1 6 "$D/ew-und1.txt"
+  sleep 1
+  r=$(pingn vm1 "$vm2_IP" 20 0.2); wsniff
+  log "vm1 ($vm1_IP, hv2) -> vm2 ($vm2_IP, hv3): sent/received $r; hv2's DVR MAC $mac2, qr MACs $qr"
+  [ "$(cut -d' ' -f2 <<<"$r")" = 20 ] && pass "east-west ping 20/20" || fail "east-west ping $r"
+  # frames hv2 sent for vm1 -> vm2: inner source = hv2's DVR MAC, never a qr- MAC
+  own=$(awk -v a="$vm1_IP" -v b="$vm2_IP" -v m="$mac2" '$1=="172.31.254.2" && $6==a && $7==b && $4==m' "$D/ew-und2.txt" | grep -c . || true)
+  bad=$(grep -ciE "$(tr ' ' '\n' <<<"$qr" | grep . | paste -sd'|')" "$D/ew-und2.txt" || true)
+  log "hv2's underlay (und2): $(grep -vc '^#' "$D/ew-und2.txt" || true) VXLAN frames, $own hv2 -> hv3 vm1 -> vm2 with inner source $mac2, $bad with a qr- MAC"
+  head -4 "$D/ew-und2.txt" | sed 's/^/    /'
+  [ "$own" -ge 10 ] && [ "$bad" = 0 ] && pass "underlay: hv2's frames carry hv2's DVR MAC, no qr- MAC" || fail "underlay: $own frames with hv2's DVR MAC, $bad with a qr- MAC"
+  nn=$(awk -v a="$vm1_IP" -v b="$vm2_IP" '($6==a && $7==b) || ($6==b && $7==a)' "$D/ew-und1.txt" | grep -c . || true)
+  log "network node's underlay (und1): $(grep -vc '^#' "$D/ew-und1.txt" || true) VXLAN frames, $nn of vm1 <-> vm2"
+  [ "$nn" = 0 ] && pass "the network node's underlay saw none of vm1 <-> vm2" || fail "the network node saw $nn frames of vm1 <-> vm2"
+  tcp_check
+}
+
+step_samehost() {
+  st
+  local r n
+  sniff 3 und3 5 "$D/sh-und3.txt"; sleep 1
+  r=$(pingn vm3 "$vm2_IP" 15 0.2); wsniff
+  n=$(awk -v a="$vm3_IP" -v b="$vm2_IP" '($6==a && $7==b) || ($6==b && $7==a)' "$D/sh-und3.txt" | grep -c . || true)
+  log "vm3 ($vm3_IP, A, hv3) -> vm2 ($vm2_IP, B, hv3): sent/received $r; hv3's underlay: $n frames of it"
+  [ "$(cut -d' ' -f2 <<<"$r")" = 15 ] && pass "same-host routed ping 15/15" || fail "same-host ping $r"
+  [ "$n" = 0 ] && pass "routed on hv3 without leaving it (no frame on und3)" || fail "$n frames of vm3 <-> vm2 on hv3's underlay"
+}
+
+step_northsouth() {
+  st
+  local r snat fgmac n1 n3 m
+  snat=$(api "/routers/$ROUTER" | jq -r '.router.external_gateway_info.external_fixed_ips[0].ip_address')
+  # SNAT: vm1 (hv2, no floating IP) -> outside; the outside sees the router's gateway address,
+  # arriving from hv1's br-phys (eth1 in the outside netns)
+  sniff ext eth1 5 "$D/ns-eth1.txt" plain; sniff ext eth2 5 "$D/ns-eth2.txt" plain; sleep 1
+  r=$(pingn vm1 "$EXT_GW" 10 0.2); wsniff
+  n1=$(awk -v s="$snat" -v g="$EXT_GW" '$1=="in" && $3==s && $4==g' "$D/ns-eth1.txt" | grep -c . || true)
+  m=$(awk -v a="$vm1_IP" '$3==a' "$D/ns-eth1.txt" "$D/ns-eth2.txt" | grep -c . || true)
+  log "SNAT vm1 -> $EXT_GW: sent/received $r; at the outside from hv1 (eth1) $n1 packets from $snat (router gateway), $m with vm1's own address"
+  [ "$(cut -d' ' -f2 <<<"$r")" = 10 ] && [ "$n1" -ge 10 ] && [ "$m" = 0 ] && pass "SNAT on the network node" || fail "SNAT: ping $r, $n1 from $snat on eth1, $m unNATed"
+  # floating IP: outside -> vm2's floating IP answered from hv3's br-phys (eth3) by the fg- port
+  fgmac=$(api "/ports?device_owner=network:floating_ip_agent_gateway" | jq -r --arg h "$(hv 3; echo "$HOSTN")" '.ports[] | select(."binding:host_id"==$h) | .mac_address')
+  sniff ext eth3 5 "$D/ns-eth3.txt" plain; sniff ext eth1 5 "$D/ns-eth1b.txt" plain; sleep 1
+  r=$(ip netns exec "$EXTNS" ping -n -q -c 10 -i 0.2 -W 1 "$FIP" | sed -nE 's/^([0-9]+) packets transmitted, ([0-9]+) received.*/\1 \2/p'); wsniff
+  n3=$(awk -v f="$FIP" -v m="$fgmac" '$1=="in" && $3==f && $2==m' "$D/ns-eth3.txt" | grep -c . || true)
+  n1=$(awk -v f="$FIP" '$1=="in" && $3==f' "$D/ns-eth1b.txt" | grep -c . || true)
+  log "outside -> floating IP $FIP (vm2, hv3): sent/received $r; replies from hv3 (eth3) with hv3's fg- MAC $fgmac: $n3; from hv1 (eth1): $n1"
+  [ "$(cut -d' ' -f2 <<<"$r")" = 10 ] && [ "$n3" -ge 10 ] && [ "$n1" = 0 ] && pass "floating IP through hv3's fg- port" || fail "floating IP: ping $r, $n3 via hv3's fg-, $n1 via hv1"
+}
+
+step_restart() {
+  local n=$1 bin=$2 t r d
+  st; hv "$n"
+  for b in br-int br-tun br-phys; do ofctl --no-stats dump-flows "$b" | sed -E 's/^ *//' | grep -v '^OFPST' | sort > "$D/before-restart-$b.txt"; done
+  bg ping-restart ip netns exec "${VMPFX}vm1" ping -n -i 0.05 -W 1 "$vm2_IP"
+  sleep 2
+  kill_ours "ovs-agent-hv$n" KILL
+  log "hv$n: ovs-agent killed (SIGKILL)"
+  sleep 1
+  t=$(date +%s%N); start_ours "$n" "$bin"
+  log "hv$n: ovs-agent started again, in sync $(wait_insync "$n" "$t") ms after start"
+  sleep 3
+  kill_ours ping-restart INT
+  r=$(sed -nE 's/^([0-9]+) packets transmitted, ([0-9]+) received.*/\1 \2/p' "$D/ping-restart.out")
+  log "vm1 -> vm2 every 0.05 s across the kill and the start: sent/received $r"
+  [ -n "$r" ] && [ "$(cut -d' ' -f1 <<<"$r")" = "$(cut -d' ' -f2 <<<"$r")" ] && pass "0 lost across kill -9 and restart of hv$n's ovs-agent" || fail "lost: $r"
+  d=0
+  for b in br-int br-tun br-phys; do
+    ofctl --no-stats dump-flows "$b" | sed -E 's/^ *//' | grep -v '^OFPST' | sort > "$D/after-restart-$b.txt"
+    # the learnt table-20 flows (hard_timeout) age; everything else must be the same, cookies included
+    c=$(diff <(grep -v hard_timeout= "$D/before-restart-$b.txt") <(grep -v hard_timeout= "$D/after-restart-$b.txt") | grep -c '^[<>]' || true)
+    log "hv$n $b: $(grep -vc hard_timeout= "$D/after-restart-$b.txt") flows, $c lines differ from before the kill"
+    d=$((d + c))
+  done
+  [ "$d" = 0 ] && pass "hv$n: flows after the restart equal to before (cookies included)" || fail "hv$n: $d flow lines differ after the restart"
+  tcp_check
+}
+
+a_flows() { # N GWMAC GWIP LV: hvN's DVR flows of subnet A (by gateway MAC, gateway IP, A's local VLAN in the DVR tables)
+  hv "$1"
+  { ofctl --no-stats dump-flows br-tun; ofctl --no-stats dump-flows br-phys; } | sed -E 's/^ *//; s/^/br-tun|br-phys: /' | grep -iE "$2|arp_tpa=$3[,[:space:]]" || true
+  ofctl --no-stats dump-flows br-int | sed -E 's/^ *//; s/^/br-int: /' \
+    | grep -iE "$2|arp_tpa=$3[,[:space:]]|table=[1-4], .*dl_vlan=$4,|table=60, priority=20,dl_vlan=$4," || true
+}
+step_iface() {
+  st
+  local qr gw gwip t r n lv stop start h hosts="${DVR_OURS:-1 2 3}" c
+  qr=$(api "/ports?device_owner=network:router_interface_distributed&network_id=$NETA" | jq -c '.ports[0]')
+  gw=$(jq -r .mac_address <<<"$qr"); gwip=$(jq -r '.fixed_ips[0].ip_address' <<<"$qr")
+  declare -A LV
+  for h in $hosts; do hv "$h"; LV[$h]=$(vsctl get Port "tap$(jq -r .id <<<"$qr" | cut -c1-11)" tag 2>/dev/null || echo none); done
+  for h in $hosts; do
+    a_flows "$h" "$gw" "$gwip" "${LV[$h]}" > "$D/iface-before-hv$h.txt"
+    log "hv$h: subnet A (gateway $gwip $gw, local VLAN ${LV[$h]}): $(grep -c . "$D/iface-before-hv$h.txt" || true) DVR flows before the removal"
+  done
+  bg ping-iface ip netns exec "${VMPFX}vm1" ping -n -D -O -i 0.1 -W 1 "$vm2_IP"
+  sleep 2
+  t=$(date +%s.%N)
+  apiw PUT "/routers/$ROUTER/remove_router_interface" "{\"subnet_id\":\"$SUBA\"}" >/dev/null
+  log "interface A removed"
+  sleep 8
+  for h in $hosts; do
+    c=0
+    for _ in $(seq 1 40); do a_flows "$h" "$gw" "$gwip" "${LV[$h]}" > "$D/iface-after-hv$h.txt"; c=$(grep -c . "$D/iface-after-hv$h.txt" || true); [ "$c" = 0 ] && break; sleep 0.5; done
+    [ "$c" = 0 ] && pass "hv$h: no DVR flow of subnet A left after the removal" || { fail "hv$h: $c DVR flows of subnet A left"; sed 's/^/    /' "$D/iface-after-hv$h.txt"; }
+  done
+  # ping -D: [receive time]; the last reply after the removal call, and none in the 3 s before the re-add
+  stop=$(awk -v t="$t" -F'[][]' '/bytes from/ && $2 >= t {l=$2} END {print l}' "$D/ping-iface.out")
+  r=$(date +%s.%N)
+  n=$(awk -v r="$r" -F'[][]' '/bytes from/ && $2 > r - 3' "$D/ping-iface.out" | grep -c . || true)
+  log "vm1 -> vm2 (every 0.1 s): last reply $([ -n "$stop" ] && printf %.2f "$(echo "$stop - $t" | bc -l)" || echo "-") s after the removal call; $n replies in the 3 s before the re-add"
+  [ "$n" = 0 ] && [ "$(awk -v t="$t" -F'[][]' '/bytes from/ && $2 < t' "$D/ping-iface.out" | grep -c . || true)" -gt 5 ] && pass "traffic stopped after the removal" || fail "traffic did not stop ($n replies in the 3 s before the re-add) or did not flow before"
+  t=$(date +%s.%N)
+  apiw PUT "/routers/$ROUTER/add_router_interface" "{\"subnet_id\":\"$SUBA\"}" >/dev/null
+  log "interface A added back"
+  for _ in $(seq 1 300); do awk -v t="$t" -F'[][]' '/bytes from/ && $2 > t {f=1} END {exit !f}' "$D/ping-iface.out" && break; sleep 0.2; done
+  start=$(awk -v t="$t" -F'[][]' '/bytes from/ && $2 > t {print $2; exit}' "$D/ping-iface.out")
+  kill_ours ping-iface INT
+  if [ -n "$start" ]; then
+    pass "traffic flows again $(printf %.2f "$(echo "$start - $t" | bc -l)") s after the interface was added back"
+  else
+    fail "no reply after the interface was added back"
+  fi
+  for h in $hosts; do log "hv$h: $(a_flows "$h" "$(api "/ports?device_owner=network:router_interface_distributed&network_id=$NETA" | jq -r '.ports[0].mac_address')" "$gwip" none | grep -c . || true) flows with A's new gateway MAC / IP after the re-add"; done
+  tcp_check
+}
+
+step_teardown() {
+  local n
+  kill_ours tcp-client TERM; kill_ours tcp-server TERM; kill_ours ping-restart INT; kill_ours ping-iface INT
+  for n in 1 2 3; do kill_ours "ovs-agent-hv$n" TERM; done
+  "$HERE/dvr.sh" down
+}
+
+cmd=${1:-}; shift || true
+case "$cmd" in
+  up) step_up ;;
+  ifbench) "$HERE/dvr.sh" ifbench "${1:-3}" ;;
+  replace) step_replace "$@" ;;
+  check) step_check ;;
+  eastwest) step_eastwest ;;
+  samehost) step_samehost ;;
+  northsouth) step_northsouth ;;
+  restart) step_restart "$1" "$2" ;;
+  iface) step_iface ;;
+  tcp) tcp_check ;;
+  teardown) step_teardown ;;
+  *) echo "usage: RELEASE=2026.2 $0 up|ifbench N|replace BIN N...|check|eastwest|samehost|northsouth|restart N BIN|iface|tcp|teardown" >&2; exit 2 ;;
+esac
+finish
