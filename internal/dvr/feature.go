@@ -294,17 +294,38 @@ func (f *Feature) PortWired(p feature.Port) {
 	}
 	if ips := f.fixedIPs(p.ID); len(ips) > 0 {
 		delete(f.gone, ips[0].SubnetID) // a new binding asks again, as the reference does
+		// a router interface new to this host (one added back after a removal
+		// has a new port and MAC) asks again too: the answer's gateway_mac is
+		// that port's MAC
+		if _, known := f.ports[p.ID]; !known && KindOf(p.DeviceOwner) == KindRouterInterface {
+			delete(f.subnets, ips[0].SubnetID)
+		}
 	}
 	f.ports[p.ID] = p
 	f.touch()
 }
 
-// PortRemoved implements feature.PortHandler.
+// PortRemoved implements feature.PortHandler. A subnet no router interface or
+// csnat port of this host names any more is forgotten (the reference drops its
+// local_dvr_map entry): added back, it is asked again.
 func (f *Feature) PortRemoved(id string) {
 	if _, ok := f.ports[id]; !ok {
 		return
 	}
 	delete(f.ports, id)
+	named := map[string]bool{}
+	for pid, p := range f.ports {
+		if k := KindOf(p.DeviceOwner); k == KindRouterInterface || k == KindCentralizedSNAT {
+			if ips := f.fixedIPs(pid); len(ips) > 0 {
+				named[ips[0].SubnetID] = true
+			}
+		}
+	}
+	for sid := range f.subnets {
+		if !named[sid] {
+			delete(f.subnets, sid)
+		}
+	}
 	f.touch()
 }
 

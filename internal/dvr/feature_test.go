@@ -294,3 +294,74 @@ func TestFeatureServerDown(t *testing.T) {
 		t.Fatalf("br-tun flows %d -> %d after the router interfaces left", before, after)
 	}
 }
+
+// A router interface removed and added back (a new port with a new MAC, as
+// remove_router_interface then add_router_interface make it): the subnet is
+// asked again and the flows name the new gateway MAC, none the old one.
+// Without forgetting the subnet at the removal the old answer's gateway_mac
+// stayed: the re-added interface's flows named the removed port's MAC.
+func TestFeatureInterfaceAddedBack(t *testing.T) {
+	f, _, rpc, _ := featureFixture(t, "testdata/2026.2-two-hosts", "hv2", "refhv-2026-2-dvr-hv2")
+	if err := f.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var qr feature.Port
+	for _, id := range sortedKeys(f.ports) {
+		if KindOf(f.ports[id].DeviceOwner) == KindRouterInterface {
+			qr = f.ports[id]
+			break
+		}
+	}
+	if qr.ID == "" {
+		t.Fatal("no router interface in the fixture")
+	}
+	sid := f.fixedIPs(qr.ID)[0].SubnetID
+	oldMAC := strings.ToLower(qr.MAC)
+	all := func() string {
+		var b strings.Builder
+		for _, fs := range featureFlows(t, f) {
+			b.WriteString(strings.Join(fs, "\n") + "\n")
+		}
+		return b.String()
+	}
+	if !strings.Contains(all(), oldMAC) {
+		t.Fatalf("gateway MAC %s not in the flows before the removal", oldMAC)
+	}
+	f.PortRemoved(qr.ID)
+	if err := f.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if fl := all(); strings.Contains(fl, oldMAC) {
+		t.Fatalf("gateway MAC %s still in the flows after the removal:\n%s", oldMAC, fl)
+	}
+	// added back: a new port, a new MAC, the server's answer names it
+	const newMAC = "fa:16:3e:00:aa:01"
+	np := *f.cached(qr.ID)
+	np.ID, np.MACAddress = "0d5e0c7e-0000-4000-8000-000000000001", newMAC
+	prev := f.d.Port
+	f.d.Port = func(id string) *neutron.Port {
+		if id == np.ID {
+			return &np
+		}
+		return prev(id)
+	}
+	ds := rpc.subnets[sid]
+	m := newMAC
+	ds.GatewayMAC = &m
+	rpc.subnets[sid] = ds
+	wired := qr
+	wired.ID, wired.Name, wired.MAC, wired.OFPort = np.ID, "tap"+np.ID[:11], newMAC, 99
+	f.PortWired(wired)
+	calls := len(rpc.subnetCalls)
+	if err := f.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(rpc.subnetCalls) != calls+1 || rpc.subnetCalls[calls].subnet != sid {
+		t.Fatalf("get_subnet_for_dvr not asked again for %s: %v", sid, rpc.subnetCalls[calls:])
+	}
+	fl := all()
+	if strings.Contains(fl, oldMAC) || !strings.Contains(fl, newMAC) {
+		t.Fatalf("after the re-add: old MAC %s present %v, new MAC %s present %v:\n%s",
+			oldMAC, strings.Contains(fl, oldMAC), newMAC, strings.Contains(fl, newMAC), fl)
+	}
+}
