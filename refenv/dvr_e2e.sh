@@ -91,15 +91,20 @@ wait_insync() { # N T0: ms from T0 until hvN's ovs-agent reports in sync (or "ne
   done
   echo never; return 1
 }
-# replace_host N BIN: the reference OVS agent of hvN stopped (its L3 agent keeps running), its
+# stop_reference N..., replace_host N BIN: the reference OVS agent of hvN stopped (its L3 agent keeps running), its
 # flows dumped to $D/ref-hvN-<bridge>.txt and deleted, ovs-agent started. The 'delete the
 # reference's flows first' way: the dvr feature refuses the reference's DVR flows at a takeover
 # (docs/dvr.md); with TAKEOVER=1 they are left for ovs-agent to adopt (once it can).
-replace_host() {
+stop_reference() { # N...: the reference OVS agents of these hosts, in parallel (each ignores SIGTERM ~20 s)
+  local n t pids=""
+  t=$(date +%s%N)
+  for n in "$@"; do VARIANT=dvr HV=$n "$HERE/release.sh" ref-stop > "$D/ref-stop-hv$n.txt" 2>&1 & pids="$pids $!"; done
+  for n in $pids; do wait "$n"; done
+  log "hv${*// /, hv}: reference OVS agent stopped after $(ms "$t") ms (L3 agents kept)"
+}
+replace_host() { # after stop_reference
   local n=$1 bin=$2 t b
   hv "$n"
-  t=$(date +%s%N); VARIANT=dvr HV=$n "$HERE/release.sh" ref-stop > "$D/ref-stop-hv$n.txt" 2>&1
-  log "hv$n: reference OVS agent stopped after $(ms "$t") ms (L3 agent kept)"
   for b in br-int br-tun br-phys; do
     ofctl dump-flows "$b" > "$D/ref-hv$n-$b.txt"
     [ "${TAKEOVER:-0}" = 1 ] || ofctl del-flows "$b"
@@ -177,6 +182,7 @@ step_up() {
 step_replace() {
   local bin=$1; shift
   local n
+  stop_reference "$@"
   for n in "$@"; do
     replace_host "$n" "$bin"
     if ! ours_alive "ovs-agent-hv$n"; then fail "hv$n: ovs-agent exited"; continue; fi
