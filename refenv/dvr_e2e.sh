@@ -150,7 +150,7 @@ sniff() { # N IFACE SECONDS OUT [plain]: frames on IFACE inside hvN's netns (N=e
 }
 wsniff() { local p; for p in ${SNIFFS:-}; do wait "$p" || true; done; SNIFFS=""; }
 pingn() { # vm dst count interval: prints "sent received"
-  vm "$1" ping -n -q -c "$3" -i "$4" -W 1 "$2" 2>/dev/null | sed -nE 's/^([0-9]+) packets transmitted, ([0-9]+) (packets )?received.*/\1 \2/p'
+  { vm "$1" ping -n -q -c "$3" -i "$4" -W 1 "$2" 2>/dev/null || true; } | sed -nE 's/^([0-9]+) packets transmitted, ([0-9]+) (packets )?received.*/\1 \2/p'
 }
 qr_macs() { api "/ports?device_owner=network:router_interface_distributed" | jq -r '.ports[].mac_address'; }
 
@@ -253,7 +253,7 @@ step_northsouth() {
   # floating IP: outside -> vm2's floating IP answered from hv3's br-phys (eth3) by the fg- port
   fgmac=$(api "/ports?device_owner=network:floating_ip_agent_gateway" | jq -r --arg h "$(hv 3; echo "$HOSTN")" '.ports[] | select(."binding:host_id"==$h) | .mac_address')
   sniff ext eth3 5 "$D/ns-eth3.txt" plain; sniff ext eth1 5 "$D/ns-eth1b.txt" plain; sleep 1
-  r=$(ip netns exec "$EXTNS" ping -n -q -c 10 -i 0.2 -W 1 "$FIP" | sed -nE 's/^([0-9]+) packets transmitted, ([0-9]+) received.*/\1 \2/p'); wsniff
+  r=$({ ip netns exec "$EXTNS" ping -n -q -c 10 -i 0.2 -W 1 "$FIP" || true; } | sed -nE 's/^([0-9]+) packets transmitted, ([0-9]+) received.*/\1 \2/p'); wsniff
   n3=$(awk -v f="$FIP" -v m="$fgmac" '$1=="in" && $3==f && $2==m' "$D/ns-eth3.txt" | grep -c . || true)
   n1=$(awk -v f="$FIP" '$1=="in" && $3==f' "$D/ns-eth1b.txt" | grep -c . || true)
   log "outside -> floating IP $FIP (vm2, hv3): sent/received $r; replies from hv3 (eth3) with hv3's fg- MAC $fgmac: $n3; from hv1 (eth1): $n1"
@@ -303,7 +303,10 @@ step_iface() {
   for h in $hosts; do hv "$h"; LV[$h]=$(vsctl get Port "tap$(jq -r .id <<<"$qr" | cut -c1-11)" tag 2>/dev/null || echo none); done
   for h in $hosts; do
     a_flows "$h" "$gw" "$gwip" "${LV[$h]}" > "$D/iface-before-hv$h.txt"
-    log "hv$h: subnet A (gateway $gwip $gw, local VLAN ${LV[$h]}): $(grep -c . "$D/iface-before-hv$h.txt" || true) DVR flows before the removal"
+    c=$(grep -c . "$D/iface-before-hv$h.txt" || true)
+    log "hv$h: subnet A (gateway $gwip $gw, local VLAN ${LV[$h]}): $c DVR flows before the removal"
+    # the stale-flow check below must be able to fail: it finds A's flows while A is routed
+    [ "$c" -gt 0 ] || fail "hv$h: the check finds no DVR flow of subnet A before the removal"
   done
   bg ping-iface ip netns exec "${VMPFX}vm1" ping -n -D -O -i 0.1 -W 1 "$vm2_IP"
   sleep 2
@@ -333,7 +336,19 @@ step_iface() {
   else
     fail "no reply after the interface was added back"
   fi
-  for h in $hosts; do log "hv$h: $(a_flows "$h" "$(api "/ports?device_owner=network:router_interface_distributed&network_id=$NETA" | jq -r '.ports[0].mac_address')" "$gwip" none | grep -c . || true) flows with A's new gateway MAC / IP after the re-add"; done
+  # the re-added interface is a new port with a new MAC: every host's DVR flows name it, none the old one
+  local ngw o nw
+  ngw=$(api "/ports?device_owner=network:router_interface_distributed&network_id=$NETA" | jq -r '.ports[0].mac_address')
+  for h in $hosts; do
+    for _ in $(seq 1 40); do
+      hv "$h"
+      nw=$({ ofctl --no-stats dump-flows br-int; ofctl --no-stats dump-flows br-tun; } | grep -ci "$ngw" || true)
+      o=$({ ofctl --no-stats dump-flows br-int; ofctl --no-stats dump-flows br-tun; } | grep -ci "$gw" || true)
+      [ "$nw" -gt 0 ] && [ "$o" = 0 ] && break; sleep 0.5
+    done
+    log "hv$h: after the re-add $nw flows name A's new gateway MAC $ngw, $o the old $gw"
+    [ "$nw" -gt 0 ] && [ "$o" = 0 ] && pass "hv$h: the re-added interface's flows carry its new gateway MAC" || fail "hv$h: $nw flows with the new gateway MAC, $o with the removed one"
+  done
   tcp_check
 }
 
