@@ -8,7 +8,9 @@
 #   dvr_e2e.sh ifbench N          dvr.sh ifbench N (with whatever agents run now; benchmark)
 #   dvr_e2e.sh replace BIN N...   on each hvN: replace_host (reference stopped, its flows dumped
 #                                 and deleted, ovs-agent BIN started, in sync), then hvN's flows
-#                                 compared with the reference's dump (outside the firewall tables)
+#                                 compared with the reference's dump (outside the firewall tables);
+#                                 TAKEOVER=1 (TestDVR): the flows are kept and taken over under a
+#                                 vm1 -> vm2 ping: 0 lost, none of the reference's cookies left
 #   dvr_e2e.sh check              dvr.sh check (every ping of the scenario)
 #   dvr_e2e.sh eastwest           vm1 (A, hv2) <-> vm2 (B, hv3): pings, a TCP session started
 #                                 (kept to the end), the VXLAN frames on hv2's and hv1's underlay
@@ -95,9 +97,8 @@ wait_insync() { # N T0: ms from T0 until hvN's ovs-agent reports in sync (or "ne
   echo never; return 1
 }
 # stop_reference N..., replace_host N BIN: the reference OVS agent of hvN stopped (its L3 agent keeps running), its
-# flows dumped to $D/ref-hvN-<bridge>.txt and deleted, ovs-agent started. The 'delete the
-# reference's flows first' way: the dvr feature refuses the reference's DVR flows at a takeover
-# (docs/dvr.md); with TAKEOVER=1 they are left for ovs-agent to adopt (once it can).
+# flows dumped to $D/ref-hvN-<bridge>.txt and deleted, ovs-agent started; with TAKEOVER=1 they
+# are left in place for ovs-agent to take over (its DVR flows included: docs/dvr.md, Takeover).
 stop_reference() { # N...: the reference OVS agents of these hosts, in parallel (each ignores SIGTERM ~20 s)
   local n t pids=""
   t=$(date +%s%N)
@@ -152,6 +153,12 @@ wsniff() { local p; for p in ${SNIFFS:-}; do wait "$p" || true; done; SNIFFS="";
 pingn() { # vm dst count interval: prints "sent received"
   { vm "$1" ping -n -q -c "$3" -i "$4" -W 1 "$2" 2>/dev/null || true; } | sed -nE 's/^([0-9]+) packets transmitted, ([0-9]+) (packets )?received.*/\1 \2/p'
 }
+# ping_lost FILE: "<highest icmp_seq answered> <answers> <lost>" of a `ping -n` stopped by SIGINT:
+# the echoes missing up to the last answered one, plus those sent after it but the last. ping's
+# own count also counts the echo still in flight at the SIGINT (seen: 306 sent, 305 received, no
+# sequence missing), which no agent lost.
+ping_lost() { awk -F'icmp_seq=' '/ bytes from .*icmp_seq=/{split($2, a, " "); n++; if (a[1] + 0 > m) m = a[1] + 0}
+  / packets transmitted/{t = $0 + 0} END{x = t - m - 1; if (x < 0) x = 0; printf "%d %d %d\n", m, n, m - n + x}' "$1"; }
 qr_macs() { api "/ports?device_owner=network:router_interface_distributed" | jq -r '.ports[].mac_address'; }
 
 tcp_start() {
@@ -186,14 +193,45 @@ step_up() {
 
 step_replace() {
   local bin=$1; shift
-  local n
+  local n r
+  # TAKEOVER=1: the reference's flows stay and ovs-agent takes them over (docs/dvr.md, Takeover)
+  # under an east-west ping vm1 (hv2) -> vm2 (hv3) every 0.1 s: 0 lost, none of the reference's
+  # cookies left. Otherwise the reference's flows are deleted first (a swap, not a takeover).
+  if [ "${TAKEOVER:-0}" = 1 ]; then
+    st
+    bg ping-takeover ip netns exec "${VMPFX}vm1" ping -n -i 0.1 -W 1 "$vm2_IP"
+    sleep 1
+  fi
   stop_reference "$@"
   for n in "$@"; do
     replace_host "$n" "$bin"
     if ! ours_alive "ovs-agent-hv$n"; then fail "hv$n: ovs-agent exited"; continue; fi
+    [ "${TAKEOVER:-0}" = 1 ] && ref_cookies_gone "$n"
     compare_flows "$n"
     [ "$ND" = 0 ] && pass "hv$n: flows equal to the reference's outside the firewall tables" || fail "hv$n: $ND flow lines differ from the reference's"
   done
+  if [ "${TAKEOVER:-0}" = 1 ]; then
+    sleep 2
+    kill_ours ping-takeover INT
+    r=$(ping_lost "$D/ping-takeover.out")
+    log "vm1 -> vm2 every 0.1 s across the takeover of hv${*// /, hv}: last answered seq, answers, lost: $r ($(grep -E 'packets transmitted' "$D/ping-takeover.out" || true))"
+    [ "$(cut -d' ' -f2 <<<"$r")" -gt 50 ] && [ "$(cut -d' ' -f3 <<<"$r")" = 0 ] && pass "0 lost across the takeover of hv${*// /, hv}" || fail "lost across the takeover: $r"
+  fi
+}
+ref_cookies_gone() { # N: none of the reference's cookies (its dump before the takeover) left on hvN's bridges
+  local n=$1 b left=0 refc c
+  hv "$n"
+  for b in br-int br-tun br-phys; do
+    refc=$(grep -oE 'cookie=0x[0-9a-f]+' "$D/ref-hv$n-$b.txt" | sort -u)
+    [ -n "$refc" ] || continue
+    for _ in $(seq 1 60); do
+      c=$(ofctl dump-flows "$b" | grep -cFf <(sed 's/$/,/' <<<"$refc") || true)
+      [ "$c" = 0 ] && break; sleep 0.5
+    done
+    log "hv$n $b: $c flows with the reference's $(wc -l <<<"$refc") cookie(s) left"
+    left=$((left + c))
+  done
+  [ "$left" = 0 ] && pass "hv$n: taken over, no flow with the reference's cookie left" || fail "hv$n: $left flows with the reference's cookies left"
 }
 
 step_check() {
@@ -275,9 +313,9 @@ step_restart() {
   log "hv$n: ovs-agent started again, in sync $(wait_insync "$n" "$t") ms after start"
   sleep 3
   kill_ours ping-restart INT
-  r=$(sed -nE 's/^([0-9]+) packets transmitted, ([0-9]+) received.*/\1 \2/p' "$D/ping-restart.out")
-  log "vm1 -> vm2 every 0.05 s across the kill and the start: sent/received $r"
-  [ -n "$r" ] && [ "$(cut -d' ' -f1 <<<"$r")" = "$(cut -d' ' -f2 <<<"$r")" ] && pass "0 lost across kill -9 and restart of hv$n's ovs-agent" || fail "lost: $r"
+  r=$(ping_lost "$D/ping-restart.out")
+  log "vm1 -> vm2 every 0.05 s across the kill and the start: last answered seq, answers, lost: $r ($(grep -E 'packets transmitted' "$D/ping-restart.out" || true))"
+  [ "$(cut -d' ' -f2 <<<"$r")" -gt 50 ] && [ "$(cut -d' ' -f3 <<<"$r")" = 0 ] && pass "0 lost across kill -9 and restart of hv$n's ovs-agent" || fail "lost: $r"
   d=0
   for b in br-int br-tun br-phys; do
     ofctl --no-stats dump-flows "$b" | sed -E 's/^ *//' | grep -v '^OFPST' | sort > "$D/after-restart-$b.txt"
