@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -95,8 +96,11 @@ type deletedID struct {
 type Cache struct {
 	deliverMu sync.Mutex // serialises mutation+delivery so events keep push order
 
-	mu        sync.RWMutex
-	byType    map[string]map[string]Resource
+	mu     sync.RWMutex
+	byType map[string]map[string]Resource
+	// pushedAt is the OVO version of the push a cached object came from (absent: a pull
+	// or an update of unknown version); see ApplyPushAt
+	pushedAt  map[string]map[string]string
 	deleted   map[string]map[string]time.Time
 	deletedQ  map[string][]deletedID
 	satisfied map[string]struct{}
@@ -111,6 +115,7 @@ type Cache struct {
 func NewCache(o CacheOptions) *Cache {
 	c := &Cache{
 		byType:    map[string]map[string]Resource{},
+		pushedAt:  map[string]map[string]string{},
 		deleted:   map[string]map[string]time.Time{},
 		deletedQ:  map[string][]deletedID{},
 		satisfied: map[string]struct{}{},
@@ -149,7 +154,15 @@ func (c *Cache) deliver(evs []Event) {
 }
 
 // ApplyPush records a decoded push message.
-func (c *Cache) ApplyPush(p *Push) {
+func (c *Cache) ApplyPush(p *Push) { c.ApplyPushAt(p, "") }
+
+// ApplyPushAt applies a push that came on the topic of OVO version (dotted, "" unknown).
+// An object of the same revision as the cached one but pushed at an older version than
+// the cached copy was pushed at is ignored: the server pushes each change once per
+// version it has consumers for, in no set order, and the older copy lacks the newer
+// version's fields (seen: a Port 1.7 push after the 1.11 one of the same revision
+// cleared a port's hints).
+func (c *Cache) ApplyPushAt(p *Push, version string) {
 	c.deliverMu.Lock()
 	defer c.deliverMu.Unlock()
 	var evs []Event
@@ -158,7 +171,7 @@ func (c *Cache) ApplyPush(p *Push) {
 		if p.EventType == EventDeleted {
 			evs = c.deleteLocked(r.ResourceType(), r.ResourceID(), evs)
 		} else {
-			evs = c.updateLocked(r, false, evs)
+			evs = c.updateAtLocked(r, version, evs)
 		}
 	}
 	c.mu.Unlock()
@@ -190,6 +203,44 @@ func (c *Cache) isDeleted(rtype, id string) bool {
 	return ok && c.now().Sub(at) < c.ttl
 }
 
+// updateAtLocked is updateLocked for a push at version (see ApplyPushAt).
+func (c *Cache) updateAtLocked(r Resource, version string, evs []Event) []Event {
+	rtype, id := r.ResourceType(), r.ResourceID()
+	if old := c.byType[rtype][id]; old != nil && version != "" && old.Revision() == r.Revision() &&
+		olderVersion(version, c.pushedAt[rtype][id]) {
+		return evs
+	}
+	evs = c.updateLocked(r, false, evs)
+	if version != "" && c.byType[rtype][id] == r {
+		if c.pushedAt[rtype] == nil {
+			c.pushedAt[rtype] = map[string]string{}
+		}
+		c.pushedAt[rtype][id] = version
+	}
+	return evs
+}
+
+// olderVersion reports whether dotted OVO version a is older than b; an unknown ("") or
+// unparsable b is older than nothing.
+func olderVersion(a, b string) bool {
+	am, an, ok1 := splitVersion(a)
+	bm, bn, ok2 := splitVersion(b)
+	if !ok1 || !ok2 {
+		return false
+	}
+	return am < bm || am == bm && an < bn
+}
+
+func splitVersion(v string) (major, minor int, ok bool) {
+	x, y, found := strings.Cut(v, ".")
+	if !found {
+		return 0, 0, false
+	}
+	a, err1 := strconv.Atoi(x)
+	b, err2 := strconv.Atoi(y)
+	return a, b, err1 == nil && err2 == nil
+}
+
 func (c *Cache) updateLocked(r Resource, agentRestarted bool, evs []Event) []Event {
 	rtype, id := r.ResourceType(), r.ResourceID()
 	m, ok := c.byType[rtype]
@@ -201,6 +252,7 @@ func (c *Cache) updateLocked(r Resource, agentRestarted bool, evs []Event) []Eve
 		return evs // stale: tolerate equal revisions, as the reference does
 	}
 	m[id] = r
+	delete(c.pushedAt[rtype], id) // a push records its version after this (updateAtLocked)
 	changed := changedFields(old, r)
 	if len(changed) > 0 {
 		evs = append(evs, Event{Type: rtype, Kind: Updated, ID: id, Old: old, New: r, Changed: changed, AgentRestarted: agentRestarted})
@@ -227,6 +279,7 @@ func (c *Cache) deleteLocked(rtype, id string, evs []Event) []Event {
 	c.pruneDeletedLocked(rtype, now)
 	old := m[id]
 	delete(m, id)
+	delete(c.pushedAt[rtype], id)
 	for _, k := range c.queryKeys(rtype, Filter{"id": {id}}) {
 		delete(c.satisfied, k)
 	}
@@ -452,6 +505,7 @@ func (c *Cache) Forget(rtype, id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.byType[rtype], id)
+	delete(c.pushedAt[rtype], id)
 	for _, k := range c.queryKeys(rtype, Filter{"id": {id}}) {
 		delete(c.satisfied, k)
 	}

@@ -539,3 +539,53 @@ func TestDeviceDetailsCarryHints(t *testing.T) {
 		}
 	}
 }
+
+// TestPushOfOlderVersionSameRevisionIgnored: while two versions' push topics are served,
+// the server pushes one change on each in no set order; the older copy (here Port 1.7,
+// without hints) must not replace the newer one (1.11) of the same revision, but a newer
+// revision at any version is taken, and the newer version of a revision replaces the older.
+func TestPushOfOlderVersionSameRevisionIgnored(t *testing.T) {
+	c := NewCache(CacheOptions{})
+	h := MiscDictOf(map[string]any{"openvswitch": map[string]any{"other_config": map[string]any{"tx-steering": "thread"}}})
+	port := func(rev int64, hints bool) *Port {
+		p := &Port{ID: "p1", RevisionNumber: rev}
+		if hints {
+			p.Hints = &h
+		}
+		return p
+	}
+	push := func(p *Port, v string) { c.ApplyPushAt(&Push{EventType: EventUpdated, Resources: []Resource{p}}, v) }
+	hasHints := func() bool { p := c.Port("p1"); return p != nil && p.Hints != nil }
+
+	push(port(5, true), "1.11")
+	push(port(5, false), "1.7")
+	if !hasHints() {
+		t.Fatal("a Port 1.7 push of the same revision replaced the 1.11 copy")
+	}
+	push(port(6, false), "1.7")
+	if hasHints() || c.Port("p1").Revision() != 6 {
+		t.Fatal("a newer revision at an older version was not taken")
+	}
+	push(port(6, true), "1.11")
+	if !hasHints() {
+		t.Fatal("the newer version of the same revision did not replace the older")
+	}
+	// a pull (no version) of the same revision is taken, as before
+	c.Update(port(6, false), false)
+	if hasHints() {
+		t.Fatal("an update of unknown version was ignored")
+	}
+	push(port(6, true), "1.8")
+	push(port(6, false), "1.7")
+	if !hasHints() {
+		t.Fatal("1.7 after 1.8 of the same revision replaced it")
+	}
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{{"1.7", "1.11", true}, {"1.11", "1.7", false}, {"1.7", "1.7", false}, {"1.7", "", false}, {"", "1.7", false}, {"2.0", "1.11", false}, {"1.x", "1.2", false}} {
+		if got := olderVersion(tc.a, tc.b); got != tc.want {
+			t.Errorf("olderVersion(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}

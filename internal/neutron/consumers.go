@@ -171,7 +171,8 @@ func (cfg ConsumerConfig) Subscriptions() []Subscription {
 	var subs []Subscription
 	if cfg.Cache != nil {
 		for _, rt := range CachedTypes {
-			subs = append(subs, Subscription{Topic: PushTopicAt(rt, cfg.Versions.PushVersion(rt)), Endpoints: []Endpoint{cfg.pushEndpoint(rt)}})
+			v := cfg.Versions.PushVersion(rt)
+			subs = append(subs, Subscription{Topic: PushTopicAt(rt, v), Endpoints: []Endpoint{cfg.pushEndpoint(rt, v)}})
 		}
 	}
 	if cfg.Handler != nil {
@@ -218,7 +219,7 @@ func (cfg ConsumerConfig) Serve(srv Server) error {
 				return
 			}
 			topic := PushTopicAt(rtype, version)
-			if err := serve(topic, cfg.pushEndpoint(rtype)); err != nil {
+			if err := serve(topic, cfg.pushEndpoint(rtype, version)); err != nil {
 				slog.Error("neutron: push topic of the agreed version not consumed; the version stays unreported", "topic", topic, "err", err)
 				return
 			}
@@ -235,7 +236,11 @@ func (cfg ConsumerConfig) Serve(srv Server) error {
 	return nil
 }
 
-func (cfg ConsumerConfig) pushEndpoint(rtype string) Endpoint {
+// pushEndpoint consumes neutron-vo-<rtype>-<version>. The version goes with each push into
+// the cache: while two versions' topics are served, the server pushes one change on both,
+// and the older copy (without the newer fields, e.g. a Port's hints) must not replace the
+// newer one of the same revision (Cache.ApplyPushAt).
+func (cfg ConsumerConfig) pushEndpoint(rtype, version string) Endpoint {
 	return Endpoint{Version: PushEndpointVersion, Methods: map[string]Handler{
 		"push": func(ctx context.Context, req *Request) (any, error) {
 			p, err := DecodePush(req.Args)
@@ -254,7 +259,7 @@ func (cfg ConsumerConfig) pushEndpoint(rtype string) Endpoint {
 					return nil, err
 				}
 			}
-			cfg.Cache.ApplyPush(p)
+			cfg.Cache.ApplyPushAt(p, version)
 			if p.EventType == EventUpdated {
 				for _, r := range p.Resources {
 					cfg.Versions.Saw(r)

@@ -453,7 +453,7 @@ func TestPushedObjectSettlesVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	push := `{"event_type": "updated", "resource_list": [` + string(c.BulkPull[TypePort]["1.7"].Result[0]) + `]}`
-	if _, err := cfg.pushEndpoint(TypePort).Methods["push"](context.Background(), &Request{Method: "push", Args: json.RawMessage(push)}); err != nil {
+	if _, err := cfg.pushEndpoint(TypePort, "1.7").Methods["push"](context.Background(), &Request{Method: "push", Args: json.RawMessage(push)}); err != nil {
 		t.Fatal(err)
 	}
 	cl.Versions.probeWG.Wait()
