@@ -47,7 +47,7 @@ func TestTakeoverRefusesUnrebuiltState(t *testing.T) {
 		add, del        func() error
 		set             map[string]map[string]string
 	}{
-		{"DVR flow", "DVR flows (1 on br-int tables 1-4)", "not supported by ovs-agent yet",
+		{"DVR flow", "DVR flows (1 on br-int tables 1,2,3,4)", "enable_distributed_routing is off",
 			func() error { _, err := e.OVS.Ofctl(e.Ctx, "add-flow", "br-int", dvr); return err },
 			func() error {
 				_, err := e.OVS.Ofctl(e.Ctx, "del-flows", "br-int", "cookie=0x5eed0001/-1,table=1")
