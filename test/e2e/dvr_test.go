@@ -83,6 +83,7 @@ func TestDVREastWest(t *testing.T) {
 // replacement and with ovs-agent after (a benchmark: bench/README.md; not in CI, it is long).
 // 2026.2 only (the DVR captures' release).
 func TestDVR(t *testing.T) {
+	RequireBesideSafe(t)
 	if refRelease() != "2026.2" {
 		t.Skipf("DVR environment is built for 2026.2 (OVSAGENT_RELEASE=%s)", refRelease())
 	}

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,7 +31,46 @@ const (
 	Project    = "e2e"
 	NamePrefix = "e2e-"
 	lockPath   = "/run/ovsagent-e2e.lock"
+	// besideLockPath serialises the beside runs among themselves (see besideSafe)
+	besideLockPath = "/run/ovsagent-e2e-beside.lock"
 )
+
+// besideSafe are the tests that bring their own neutron-server, broker or OVS
+// and touch neither host hv1, the system OVS nor the phase's server. .ci/run
+// runs them with OVSAGENT_E2E_BESIDE=1 in a second go test beside the other
+// releases' phases (after the phase that restarts the shared broker), which
+// takes their minutes off the run's length. Beside mode takes its own lock
+// and sweeps nothing of the phase's server; any other test fails in it.
+var besideSafe = map[string]string{
+	"TestDVR":                   "its own 2026.2 server (refenv-dvr: database, vhost, port), L3 agents and three OVS in namespaces",
+	"TestRabbitClusterFailover": "its own three-node RabbitMQ, Zed server on :9697 (database neutron_rmqc) and OVS in netns e2e-rmqc",
+}
+
+// Beside reports whether this run is a beside run (OVSAGENT_E2E_BESIDE=1).
+func Beside() bool { return os.Getenv("OVSAGENT_E2E_BESIDE") == "1" }
+
+// RequireBesideSafe fails a test that is not in besideSafe when the run is a
+// beside run: it would share hv1, the system OVS or the phase's server with the
+// phase running at the same time.
+func RequireBesideSafe(t testing.TB) {
+	t.Helper()
+	if !Beside() {
+		return
+	}
+	top, _, _ := strings.Cut(t.Name(), "/")
+	if _, ok := besideSafe[top]; !ok {
+		t.Fatalf("%s is not safe beside another e2e run (OVSAGENT_E2E_BESIDE=1 is for %v only)", top, besideNames())
+	}
+}
+
+func besideNames() []string {
+	var n []string
+	for k := range besideSafe {
+		n = append(n, k)
+	}
+	slices.Sort(n)
+	return n
+}
 
 // Env is one test's view of the environment.
 type Env struct {
@@ -45,6 +85,7 @@ type Env struct {
 // host hv1, and returns the helpers. It fails the test loudly otherwise.
 func NewEnv(t testing.TB) *Env {
 	t.Helper()
+	RequireBesideSafe(t)
 	e := &Env{T: t, Ctx: t.Context(), Neutron: NewNeutron(Project), Host: "hv1"}
 	if err := Preflight(e.Ctx); err != nil {
 		t.Fatalf("e2e preflight: %v", err)
@@ -102,7 +143,11 @@ func alivePid(pidfile, name string) (int, bool) {
 // Main is the TestMain of the e2e package: one run at a time on a machine
 // (flock), leftovers of aborted runs removed before and after.
 func Main(m *testing.M) int {
-	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o644)
+	lock := lockPath
+	if Beside() {
+		lock = besideLockPath
+	}
+	f, err := os.OpenFile(lock, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: lock:", err)
 		return 1
@@ -115,10 +160,10 @@ func Main(m *testing.M) int {
 			break
 		}
 		if time.Now().After(deadline) {
-			fmt.Fprintln(os.Stderr, "e2e: another e2e run holds", lockPath, "for 15 min; giving up")
+			fmt.Fprintln(os.Stderr, "e2e: another e2e run holds", lock, "for 15 min; giving up")
 			return 1
 		}
-		fmt.Fprintln(os.Stderr, "e2e: waiting for another e2e run (", lockPath, ")")
+		fmt.Fprintln(os.Stderr, "e2e: waiting for another e2e run (", lock, ")")
 		time.Sleep(5 * time.Second)
 	}
 	if opts, err := MessagingOptions(); err != nil {
@@ -126,6 +171,11 @@ func Main(m *testing.M) int {
 		return 1
 	} else if len(opts) > 0 {
 		fmt.Fprintf(os.Stderr, "e2e: every agent gets [oslo_messaging_rabbit] %v (OVSAGENT_E2E_MESSAGING)\n", opts)
+	}
+	if Beside() {
+		// the phase beside us owns the server's e2e objects; the beside tests sweep their own servers
+		fmt.Fprintf(os.Stderr, "e2e: beside run (%s): no sweep of the phase's server\n", lock)
+		return m.Run()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	if err := Sweep(ctx); err != nil {
