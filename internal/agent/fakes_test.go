@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -187,7 +188,7 @@ func (s *fakeSwitch) tag(name string) int {
 func (s *fakeSwitch) tunnelNames() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return sortedKeys(s.tunnels)
+	return slices.Sorted(maps.Keys(s.tunnels))
 }
 
 // fakeFlows is an in-memory ovs-vswitchd flow table per bridge. Each entry
