@@ -3,8 +3,10 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 
@@ -252,12 +254,12 @@ func (s *NeutronServer) refreshPorts(ctx context.Context, ids []string) error {
 	go func() {
 		defer close(prefetched)
 		if len(nets) > 0 {
-			_ = s.Cache.Ensure(ctx, neutron.TypeNetwork, neutron.Filter{"id": sortedKeys(nets)}, true)
+			_ = s.Cache.Ensure(ctx, neutron.TypeNetwork, neutron.Filter{"id": slices.Sorted(maps.Keys(nets))}, true)
 		}
 	}()
 	if len(sgs) > 0 {
 		// Errors are not fatal here: the by-id pull below covers every port.
-		_, _, _ = s.SecurityGroups(ctx, sortedKeys(sgs))
+		_, _, _ = s.SecurityGroups(ctx, slices.Sorted(maps.Keys(sgs)))
 	}
 	<-prefetched
 	var rest []string
@@ -334,7 +336,7 @@ func (s *NeutronServer) SecurityGroups(ctx context.Context, ids []string) (map[s
 	}
 	members := map[string][]firewall.Member{}
 	if len(remoteSGs) > 0 {
-		rs := sortedKeys(remoteSGs)
+		rs := slices.Sorted(maps.Keys(remoteSGs))
 		if err := s.Cache.Ensure(ctx, neutron.TypePort, neutron.Filter{"security_group_ids": rs}, true); err != nil {
 			return nil, nil, fmt.Errorf("neutron: remote group members: %w", err)
 		}
@@ -345,7 +347,7 @@ func (s *NeutronServer) SecurityGroups(ctx context.Context, ids []string) (map[s
 		}
 	}
 	if len(remoteAGs) > 0 {
-		ags := sortedKeys(remoteAGs)
+		ags := slices.Sorted(maps.Keys(remoteAGs))
 		if err := s.Cache.Ensure(ctx, neutron.TypeAddressGroup, neutron.Filter{"id": ags}, true); err != nil {
 			return nil, nil, fmt.Errorf("neutron: address groups: %w", err)
 		}

@@ -457,40 +457,38 @@ func TestL2popCreatesAndRemovesTunnels(t *testing.T) {
 		}}}
 	h.a.Notify(FDBAdd{Entries: entries})
 	h.waitFor("tunnel port and flood flow", func() bool {
-		return len(sw.tunnelNames()) == 1 && fl.has("br-tun", "table=22") && fl.has("br-tun", "dl_dst=fa:16:3e:00:00:99")
+		return len(sw.Tunnels.Names()) == 1 && fl.has("br-tun", "table=22") && fl.has("br-tun", "dl_dst=fa:16:3e:00:00:99")
 	})
-	if sw.tunnelNames()[0] != "vxlan-c0000202" {
-		t.Errorf("tunnel ports = %v", sw.tunnelNames())
+	if sw.Tunnels.Names()[0] != "vxlan-c0000202" {
+		t.Errorf("tunnel ports = %v", sw.Tunnels.Names())
 	}
 	h.a.Notify(FDBRemove{Entries: entries})
 	h.waitFor("tunnel port and FDB flows gone", func() bool {
-		return len(sw.tunnelNames()) == 0 && !fl.has("br-tun", "dl_dst=fa:16:3e:00:00:99")
+		return len(sw.Tunnels.Names()) == 0 && !fl.has("br-tun", "dl_dst=fa:16:3e:00:00:99")
 	})
 	// An entry for a network without local port is ignored.
 	h.a.Notify(FDBAdd{Entries: FDBEntries{"net-x": {SegmentID: intp(7), Ports: map[string][][2]string{"192.0.2.9": {{floodMAC, "0.0.0.0"}}}}}})
 	h.waitFor("in sync", h.inSync)
-	if len(sw.tunnelNames()) != 0 {
+	if len(sw.Tunnels.Names()) != 0 {
 		t.Errorf("tunnel created for an unknown network")
 	}
 }
 
 func TestTunnelSyncRetriedAndEndpointsWithoutL2pop(t *testing.T) {
 	sw, fl, srv := newFakeSwitch(true), newFakeFlows(), newFakeServer()
-	srv.tunnelSyncErr = 2
-	srv.endpoints = []TunnelEndpoint{{IP: "192.0.2.5", Host: "hv5"}}
+	srv.TunnelServer.FailNext(2)
+	srv.TunnelServer.SetEndpoints(TunnelEndpoint{IP: "192.0.2.5", Host: "hv5"})
 	h := start(t, sw, fl, srv, testOpts(false))
 	sw.snapshot()
-	h.waitFor("tunnel to hv5", func() bool { return len(sw.tunnelNames()) == 1 })
+	h.waitFor("tunnel to hv5", func() bool { return len(sw.Tunnels.Names()) == 1 })
 	h.a.Notify(TunnelUpdate{IP: "192.0.2.6", Type: "vxlan"})
 	h.a.Notify(TunnelUpdate{IP: "192.0.2.7", Type: "gre"}) // type not enabled
-	h.waitFor("tunnel to hv6", func() bool { return len(sw.tunnelNames()) == 2 })
+	h.waitFor("tunnel to hv6", func() bool { return len(sw.Tunnels.Names()) == 2 })
 	h.a.Notify(TunnelDelete{IP: "192.0.2.5", Type: "vxlan"})
-	h.waitFor("tunnel to hv5 gone", func() bool { return len(sw.tunnelNames()) == 1 })
+	h.waitFor("tunnel to hv5 gone", func() bool { return len(sw.Tunnels.Names()) == 1 })
 	h.waitFor("in sync", h.inSync)
-	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	if srv.tunnelSyncs != 3 {
-		t.Errorf("tunnel_sync calls = %d, want 3 (2 failures + success)", srv.tunnelSyncs)
+	if srv.TunnelServer.Calls() != 3 {
+		t.Errorf("tunnel_sync calls = %d, want 3 (2 failures + success)", srv.TunnelServer.Calls())
 	}
 }
 
@@ -643,7 +641,7 @@ func TestReportsOffTheLoopKeepPerPortOrder(t *testing.T) {
 // claims goes after the first sync.
 func TestTunnelPortsAdoptedAtStart(t *testing.T) {
 	sw, fl, srv := newFakeSwitch(true), newFakeFlows(), newFakeServer()
-	sw.tunnels["vxlan-c0000209"] = TunnelPort{Name: "vxlan-c0000209", Type: "vxlan", RemoteIP: "192.0.2.9", LocalIP: "192.0.2.1", OFPort: 9}
+	sw.Tunnels.Add(TunnelPort{Name: "vxlan-c0000209", Type: "vxlan", RemoteIP: "192.0.2.9", LocalIP: "192.0.2.1", OFPort: 9})
 	srv.addPort("p1", "net-a", "vxlan", 100, "fa:16:3e:00:00:01")
 	sw.plug("p1", "tap1", "fa:16:3e:00:00:01")
 	<-sw.events // the plug event: the snapshot below carries the port
@@ -655,7 +653,7 @@ func TestTunnelPortsAdoptedAtStart(t *testing.T) {
 	if !fl.has("br-tun", "in_port=9") || h.inSync() {
 		t.Errorf("adopted tunnel port has no table-0 flow before the sweep (in sync %v):\n%s", h.inSync(), strings.Join(fl.dump("br-tun"), "\n"))
 	}
-	h.waitFor("in sync and the unclaimed tunnel port deleted", func() bool { return h.inSync() && len(sw.tunnelNames()) == 0 })
+	h.waitFor("in sync and the unclaimed tunnel port deleted", func() bool { return h.inSync() && len(sw.Tunnels.Names()) == 0 })
 	if fl.has("br-tun", "in_port=9") {
 		t.Errorf("flows of the deleted tunnel port left")
 	}
@@ -664,18 +662,18 @@ func TestTunnelPortsAdoptedAtStart(t *testing.T) {
 // Without l2pop, tunnel ports found at start survive a failing tunnel_sync.
 func TestTunnelPortsKeptWhileTunnelSyncFails(t *testing.T) {
 	sw, fl, srv := newFakeSwitch(true), newFakeFlows(), newFakeServer()
-	sw.tunnels["vxlan-c0000209"] = TunnelPort{Name: "vxlan-c0000209", Type: "vxlan", RemoteIP: "192.0.2.9", LocalIP: "192.0.2.1", OFPort: 9}
-	srv.tunnelSyncErr = 3
-	srv.endpoints = []TunnelEndpoint{{IP: "192.0.2.9", Host: "hv9"}}
+	sw.Tunnels.Add(TunnelPort{Name: "vxlan-c0000209", Type: "vxlan", RemoteIP: "192.0.2.9", LocalIP: "192.0.2.1", OFPort: 9})
+	srv.TunnelServer.FailNext(3)
+	srv.TunnelServer.SetEndpoints(TunnelEndpoint{IP: "192.0.2.9", Host: "hv9"})
 	h := start(t, sw, fl, srv, testOpts(false))
 	sw.snapshot()
 	h.waitFor("tunnel_sync answered and in sync", func() bool {
 		srv.mu.Lock()
 		defer srv.mu.Unlock()
-		return srv.tunnelSyncs == 4 && h.inSync()
+		return srv.TunnelServer.Calls() == 4 && h.inSync()
 	})
-	if len(sw.tunnelNames()) != 1 || !fl.has("br-tun", "in_port=9") {
-		t.Errorf("tunnel port lost while tunnel_sync failed: %v", sw.tunnelNames())
+	if len(sw.Tunnels.Names()) != 1 || !fl.has("br-tun", "in_port=9") {
+		t.Errorf("tunnel port lost while tunnel_sync failed: %v", sw.Tunnels.Names())
 	}
 }
 
@@ -701,16 +699,16 @@ func TestL2popTunnelsOfTwoTypesToOneHost(t *testing.T) {
 	h.a.Notify(FDBAdd{Entries: vx})
 	h.a.Notify(FDBAdd{Entries: gre})
 	h.waitFor("both tunnel ports and both networks' unicast flows", func() bool {
-		return strings.Join(sw.tunnelNames(), ",") == "gre-c0000202,vxlan-c0000202" &&
+		return strings.Join(sw.Tunnels.Names(), ",") == "gre-c0000202,vxlan-c0000202" &&
 			fl.has("br-tun", "dl_dst=fa:16:3e:00:00:98") && fl.has("br-tun", "dl_dst=fa:16:3e:00:00:99")
 	})
 	h.waitFor("in sync", h.inSync)
-	if got := strings.Join(sw.tunnelNames(), ","); got != "gre-c0000202,vxlan-c0000202" {
+	if got := strings.Join(sw.Tunnels.Names(), ","); got != "gre-c0000202,vxlan-c0000202" {
 		t.Errorf("tunnel ports after sync = %s", got)
 	}
 	h.a.Notify(FDBRemove{Entries: gre})
 	h.waitFor("gre port gone, vxlan kept", func() bool {
-		return strings.Join(sw.tunnelNames(), ",") == "vxlan-c0000202" && !fl.has("br-tun", "dl_dst=fa:16:3e:00:00:99")
+		return strings.Join(sw.Tunnels.Names(), ",") == "vxlan-c0000202" && !fl.has("br-tun", "dl_dst=fa:16:3e:00:00:99")
 	})
 	if !fl.has("br-tun", "dl_dst=fa:16:3e:00:00:98") {
 		t.Errorf("vxlan unicast flow lost with the gre entry")
@@ -721,17 +719,17 @@ func TestL2popTunnelsOfTwoTypesToOneHost(t *testing.T) {
 // host and type (the reference creates vxlan-X, gre-X for every endpoint).
 func TestTunnelSyncOfTwoTypesWithoutL2pop(t *testing.T) {
 	sw, fl, srv := newFakeSwitch(true), newFakeFlows(), newFakeServer()
-	srv.endpoints = []TunnelEndpoint{{IP: "192.0.2.5", Host: "hv5"}}
+	srv.TunnelServer.SetEndpoints(TunnelEndpoint{IP: "192.0.2.5", Host: "hv5"})
 	opt := testOpts(false)
 	opt.TunnelTypes = []string{"vxlan", "gre"}
 	opt.Pipeline.TunnelTypes = []pipeline.NetworkType{pipeline.TypeVXLAN, pipeline.TypeGRE}
 	h := start(t, sw, fl, srv, opt)
 	sw.snapshot()
 	h.waitFor("vxlan and gre ports to hv5", func() bool {
-		return strings.Join(sw.tunnelNames(), ",") == "gre-c0000205,vxlan-c0000205"
+		return strings.Join(sw.Tunnels.Names(), ",") == "gre-c0000205,vxlan-c0000205"
 	})
 	h.a.Notify(TunnelDelete{IP: "192.0.2.5", Type: "gre"})
-	h.waitFor("gre port gone", func() bool { return strings.Join(sw.tunnelNames(), ",") == "vxlan-c0000205" })
+	h.waitFor("gre port gone", func() bool { return strings.Join(sw.Tunnels.Names(), ",") == "vxlan-c0000205" })
 }
 
 // After a restart the l2pop refresh (update_device_list with
@@ -783,7 +781,7 @@ func TestTunnelSyncBesideDetails(t *testing.T) {
 	detailsOut := make(chan struct{})
 	var once sync.Once
 	alone := make(chan bool, 4)
-	srv.onTunnelSync = func() {
+	srv.TunnelServer.OnCall = func() {
 		select {
 		case <-detailsOut:
 			alone <- false

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"time"
 
@@ -28,7 +29,7 @@ func (a *Agent) applyFlows(ctx context.Context) (ok bool, waited time.Duration) 
 	if a.flowRetry.waiting(a.now()) {
 		return false, 0
 	}
-	for _, owner := range sortedKeys(a.dirtyOwner) {
+	for _, owner := range slices.Sorted(maps.Keys(a.dirtyOwner)) {
 		a.touch(owner) // and the owners that depend on its object
 	}
 	now := a.now()
@@ -36,7 +37,7 @@ func (a *Agent) applyFlows(ctx context.Context) (ok bool, waited time.Duration) 
 	digests := map[string]map[string]ownerDigest{} // what a.applied becomes once a bundle succeeds
 	held := map[string]bool{}                      // owners whose rejected flows wait for their back-off
 	// Every dirty owner goes to the feature owning its kind (seam.go).
-	flows, errs := a.computeFlows(sortedKeys(a.dirtyOwner))
+	flows, errs := a.computeFlows(slices.Sorted(maps.Keys(a.dirtyOwner)))
 	for owner := range a.dirtyOwner {
 		if err := errs[owner]; err != nil {
 			a.log.Error("agent: flow owner", "owner", owner, "err", err)

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -170,7 +171,7 @@ func (a *Agent) handleOVSRestart(ctx context.Context) bool {
 // bridge was swept, flows no owner desires go as well. A failure is retried
 // with the next batch.
 func (a *Agent) rereadFlows(ctx context.Context) {
-	for _, br := range sortedKeys(a.reread) {
+	for _, br := range slices.Sorted(maps.Keys(a.reread)) {
 		if err := a.d.Flows.Reread(ctx, br, a.sweptBr[br]); err != nil {
 			a.log.Warn("agent: re-reading flows after a reconnect failed; retrying", "bridge", br, "err", err)
 			continue
@@ -281,7 +282,7 @@ func (a *Agent) refuseDetails(p *portRec) {
 func (a *Agent) decidePorts() []PortSetting {
 	now := a.now()
 	var settings []PortSetting
-	for _, id := range sortedKeys(a.ports) {
+	for _, id := range slices.Sorted(maps.Keys(a.ports)) {
 		p := a.ports[id]
 		if !p.dirty {
 			continue
@@ -580,13 +581,4 @@ func (a *Agent) writePorts(ctx context.Context, settings []PortSetting) {
 	if err != nil {
 		a.log.Warn("agent: writing port tags failed; retrying", "ports", len(settings), "err", err)
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -1,6 +1,11 @@
 package agent
 
-import "github.com/ovsagent/ovsagent/internal/overlay"
+import (
+	"maps"
+	"slices"
+
+	"github.com/ovsagent/ovsagent/internal/overlay"
+)
 
 // Event is a notification from the server side (resource-cache changes,
 // l2pop and tunnel casts, connection changes) handed to the loop through
@@ -177,19 +182,19 @@ func (o *inboxOverflow) events() []Event {
 	if o.full != "" {
 		out = append(out, Resync{Reason: o.full})
 	}
-	for _, id := range sortedKeys(o.ports) {
+	for _, id := range slices.Sorted(maps.Keys(o.ports)) {
 		out = append(out, PortChanged{PortID: id})
 	}
-	for _, id := range sortedKeys(o.nets) {
+	for _, id := range slices.Sorted(maps.Keys(o.nets)) {
 		out = append(out, NetworkChanged{NetworkID: id})
 	}
-	for _, id := range sortedKeys(o.deactivated) {
+	for _, id := range slices.Sorted(maps.Keys(o.deactivated)) {
 		out = append(out, BindingDeactivated{PortID: id})
 	}
-	for _, id := range sortedKeys(o.fdbNets) {
+	for _, id := range slices.Sorted(maps.Keys(o.fdbNets)) {
 		out = append(out, fdbRefresh{NetworkID: id})
 	}
-	for _, t := range sortedKeys(o.tunnels) {
+	for _, t := range slices.Sorted(maps.Keys(o.tunnels)) {
 		out = append(out, tunnelResync{Type: t})
 	}
 	if o.sg {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/netip"
 	"sort"
 	"strings"
 	"sync"
@@ -15,18 +14,20 @@ import (
 	"github.com/ovsagent/ovsagent/internal/openflow"
 	"github.com/ovsagent/ovsagent/internal/pipeline"
 	"github.com/ovsagent/ovsagent/internal/secgroup"
+	"github.com/ovsagent/ovsagent/internal/testing/fakes"
 )
 
-var errDown = errors.New("fake: unreachable")
+var errDown = fakes.ErrDown
 
 // fakeSwitch is an in-memory OVSDB: bridges, Port rows with tag and
-// other_config, tunnel ports, and the monitor's event channel.
+// other_config, tunnel ports (the shared fake), and the monitor's event
+// channel.
 type fakeSwitch struct {
+	*fakes.Tunnels
 	mu         sync.Mutex
 	layout     BridgeLayout
 	rows       map[string]*VIF // by port name
-	tunnels    map[string]TunnelPort
-	nextOF     int32
+	nextOF     int32           // the VIFs' last ofport
 	setups     int
 	onSetup    func() // called by SetupBridges, outside the lock
 	writes     int    // Port rows written
@@ -42,7 +43,7 @@ func newFakeSwitch(tunnel bool) *fakeSwitch {
 	if tunnel {
 		l.Tunnel, l.PatchTun, l.PatchInt = "br-tun", 1, 1
 	}
-	return &fakeSwitch{layout: l, rows: map[string]*VIF{}, tunnels: map[string]TunnelPort{}, nextOF: 10, events: make(chan PortEvent, 1024)}
+	return &fakeSwitch{Tunnels: fakes.NewTunnels(100), layout: l, rows: map[string]*VIF{}, nextOF: 10, events: make(chan PortEvent, 1024)}
 }
 
 func (s *fakeSwitch) SetupBridges(context.Context) (BridgeLayout, error) {
@@ -83,27 +84,6 @@ func (s *fakeSwitch) SetPorts(_ context.Context, ps []PortSetting) error {
 	return nil
 }
 
-func (s *fakeSwitch) EnsureTunnelPort(_ context.Context, t TunnelPort) (TunnelPort, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ip := netip.MustParseAddr(t.RemoteIP).As4()
-	t.Name = fmt.Sprintf("%s-%02x%02x%02x%02x", t.Type, ip[0], ip[1], ip[2], ip[3])
-	if old, ok := s.tunnels[t.Name]; ok {
-		return old, nil
-	}
-	s.nextOF++
-	t.OFPort = s.nextOF
-	s.tunnels[t.Name] = t
-	return t, nil
-}
-
-func (s *fakeSwitch) DeleteTunnelPort(_ context.Context, t TunnelPort) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.tunnels, t.Name)
-	return nil
-}
-
 func (s *fakeSwitch) DeleteVIFPort(_ context.Context, name string) error {
 	s.mu.Lock()
 	v := s.rows[name]
@@ -114,16 +94,6 @@ func (s *fakeSwitch) DeleteVIFPort(_ context.Context, name string) error {
 		go func() { s.events <- PortEvent{Kind: PortRemoved, VIF: *v} }() // the monitor's echo
 	}
 	return nil
-}
-
-func (s *fakeSwitch) TunnelPorts(context.Context) ([]TunnelPort, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []TunnelPort
-	for _, t := range s.tunnels {
-		out = append(out, t)
-	}
-	return out, nil
 }
 
 func (s *fakeSwitch) PortEvents() <-chan PortEvent { return s.events }
@@ -182,12 +152,6 @@ func (s *fakeSwitch) tag(name string) int {
 		return r.Tag
 	}
 	return -2
-}
-
-func (s *fakeSwitch) tunnelNames() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return sortedKeys(s.tunnels)
 }
 
 // fakeFlows is an in-memory ovs-vswitchd flow table per bridge. Each entry
@@ -384,32 +348,30 @@ func (f *fakeFlows) has(br, substr string) bool {
 }
 
 // fakeServer is neutron-server as the agent sees it: ports with their
-// binding and status, tunnel endpoints, state reports.
+// binding and status, tunnel endpoints (the shared fake: down with the
+// rest, by setDown), state reports.
 type fakeServer struct {
-	mu            sync.Mutex
-	devices       map[string]Device
-	groups        map[string]firewall.SecurityGroup
-	down          bool
-	udlCalls      int
-	udlUp         [][]string
-	refreshCalls  int
-	tunnelSyncErr int
-	tunnelSyncs   int
-	endpoints     []TunnelEndpoint
-	reports       int
-	startFlags    int
-	answer        string
-	gate          chan struct{}      // when set, update_device_list waits for a token
-	udlOut        int                // update_device_list calls in the server now
-	udlOutMax     int                // … the most at once since the last reset
-	udlFailed     int                // update_device_list calls refused (down)
-	onDevices     func()             // called by Devices (a slow server: advance a fake clock)
-	onUDL         func()             // called by UpdateDeviceList once through the gate
-	onUDLStart    func(refresh bool) // called when an UpdateDeviceList call arrives, before the gate
-	onTunnelSync  func()             // called when a TunnelSync call arrives, before the lock (set before the agent starts)
-	refuse        map[string]bool    // ports whose details Devices fails (the server answering)
-	refused       map[string]int     // … how often it did, per port
-	downAsFailed  bool               // when down, Devices fails every port without an error, as the cache does when its pulls fail
+	*fakes.TunnelServer
+	mu           sync.Mutex
+	devices      map[string]Device
+	groups       map[string]firewall.SecurityGroup
+	down         bool
+	udlCalls     int
+	udlUp        [][]string
+	refreshCalls int
+	reports      int
+	startFlags   int
+	answer       string
+	gate         chan struct{}      // when set, update_device_list waits for a token
+	udlOut       int                // update_device_list calls in the server now
+	udlOutMax    int                // … the most at once since the last reset
+	udlFailed    int                // update_device_list calls refused (down)
+	onDevices    func()             // called by Devices (a slow server: advance a fake clock)
+	onUDL        func()             // called by UpdateDeviceList once through the gate
+	onUDLStart   func(refresh bool) // called when an UpdateDeviceList call arrives, before the gate
+	refuse       map[string]bool    // ports whose details Devices fails (the server answering)
+	refused      map[string]int     // … how often it did, per port
+	downAsFailed bool               // when down, Devices fails every port without an error, as the cache does when its pulls fail
 }
 
 // outNow returns the calls in the server now and the most at once since
@@ -425,7 +387,7 @@ func (s *fakeServer) outNow(reset bool) (now, most int) {
 }
 
 func newFakeServer() *fakeServer {
-	return &fakeServer{devices: map[string]Device{}, groups: map[string]firewall.SecurityGroup{}, answer: "alive"}
+	return &fakeServer{TunnelServer: &fakes.TunnelServer{}, devices: map[string]Device{}, groups: map[string]firewall.SecurityGroup{}, answer: "alive"}
 }
 
 func (s *fakeServer) addPort(id, net, typ string, seg int, mac string) {
@@ -458,6 +420,7 @@ func (s *fakeServer) setDown(v bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.down = v
+	s.TunnelServer.SetDown(v)
 }
 
 func (s *fakeServer) calls() int {
@@ -520,23 +483,6 @@ func (s *fakeServer) UpdateDeviceList(ctx context.Context, up, down []string, re
 		r.Down = append(r.Down, id)
 	}
 	return r, nil
-}
-
-func (s *fakeServer) TunnelSync(_ context.Context, ip, typ string) ([]TunnelEndpoint, error) {
-	if s.onTunnelSync != nil {
-		s.onTunnelSync()
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.down {
-		return nil, errDown
-	}
-	s.tunnelSyncs++
-	if s.tunnelSyncErr > 0 {
-		s.tunnelSyncErr--
-		return nil, errDown
-	}
-	return append([]TunnelEndpoint{{IP: ip, Host: "me"}}, s.endpoints...), nil
 }
 
 func (s *fakeServer) Devices(_ context.Context, ids []string, _ bool) (map[string]Device, []string, error) {

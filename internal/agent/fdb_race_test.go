@@ -24,12 +24,12 @@ func TestL2popFloodRemovalEndsRemote(t *testing.T) {
 	h.a.Notify(FDBAdd{Entries: entries(flood, a)})
 	h.a.Notify(FDBAdd{Entries: entries(flood, b)})
 	h.waitFor("tunnel port and both MACs", func() bool {
-		return len(sw.tunnelNames()) == 1 && fl.has("br-tun", "dl_dst=fa:16:3e:00:00:0a") && fl.has("br-tun", "dl_dst=fa:16:3e:00:00:0b")
+		return len(sw.Tunnels.Names()) == 1 && fl.has("br-tun", "dl_dst=fa:16:3e:00:00:0a") && fl.has("br-tun", "dl_dst=fa:16:3e:00:00:0b")
 	})
 	h.a.Notify(FDBRemove{Entries: entries(b)})
 	h.a.Notify(FDBAdd{Entries: entries(flood, b)}) // late, for the deleted port
 	h.a.Notify(FDBRemove{Entries: entries(flood, a)})
 	h.waitFor("the remote's tunnel port and FDB flows gone", func() bool {
-		return len(sw.tunnelNames()) == 0 && !fl.has("br-tun", "dl_dst=fa:16:3e:00:00:0a") && !fl.has("br-tun", "dl_dst=fa:16:3e:00:00:0b")
+		return len(sw.Tunnels.Names()) == 0 && !fl.has("br-tun", "dl_dst=fa:16:3e:00:00:0a") && !fl.has("br-tun", "dl_dst=fa:16:3e:00:00:0b")
 	})
 }

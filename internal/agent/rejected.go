@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,7 +36,7 @@ func (a *Agent) heldBack(br, owner string, d ownerDigest, want []openflow.Flow, 
 // digests in sums), counts and logs each, and sets its back-off.
 func (a *Agent) ownersRejected(br string, rej *openflow.OwnersRejectedError, sums map[string]ownerDigest) {
 	now := a.now()
-	for _, owner := range sortedKeys(rej.Owners) {
+	for _, owner := range slices.Sorted(maps.Keys(rej.Owners)) {
 		r := a.rejected[owner]
 		if r == nil {
 			r = &rejection{sums: map[string][16]byte{}}

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -16,7 +18,7 @@ func (a *Agent) reportDevices(ctx context.Context) {
 	}
 	r := newReportResult()
 	now := a.now()
-	for _, id := range sortedKeys(a.ports) {
+	for _, id := range slices.Sorted(maps.Keys(a.ports)) {
 		p := a.ports[id]
 		if p.inflight || p.retry.at.After(now) {
 			continue
@@ -71,7 +73,7 @@ func (a *Agent) addRefresh(r *reportResult, activeOnly bool) {
 			continue
 		}
 		if !r.upNets[id] {
-			for _, pid := range sortedKeys(a.ports) {
+			for _, pid := range slices.Sorted(maps.Keys(a.ports)) {
 				p := a.ports[pid]
 				if activeOnly && !(p.upOnSrv && p.want == reportNone) {
 					continue
@@ -193,7 +195,7 @@ func (a *Agent) onReportResult(r *reportResult) {
 		}
 	}
 	if len(r.refreshNets) > 0 {
-		a.refreshReplied(sortedKeys(r.refreshNets), r.sent, r.replied)
+		a.refreshReplied(slices.Sorted(maps.Keys(r.refreshNets)), r.sent, r.replied)
 	}
 	ok := map[string]bool{}
 	for _, id := range r.res.Up {

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -42,7 +43,7 @@ func (a *Agent) registerFeatures(ext []feature.Feature) {
 
 // ResourceTypes are the OVO types the registered features consume (the
 // resource cache must hold them and the agent consume their push topics).
-func (a *Agent) ResourceTypes() []string { return sortedKeys(a.resourceTypes) }
+func (a *Agent) ResourceTypes() []string { return slices.Sorted(maps.Keys(a.resourceTypes)) }
 
 // ResourceChanged is a change of a server object some feature consumes,
 // handed to the loop (NotifyFromCache sends it).
@@ -273,7 +274,7 @@ func (a *Agent) flowsApplied(bridge string, set map[string][]openflow.Flow) {
 			continue
 		}
 		if owners == nil {
-			owners = sortedKeys(set)
+			owners = slices.Sorted(maps.Keys(set))
 		}
 		o.FlowsApplied(bridge, owners)
 	}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -171,7 +173,7 @@ func PlanTakeover(opt Options, in TakeoverInputs) *TakeoverPlan {
 	// Every feature's owners, the pipeline's and the firewall's first.
 	desired := map[string][]openflow.Flow{}
 	flows, _ := a.computeFlows(a.features.AllOwners())
-	for _, o := range sortedKeys(flows) {
+	for _, o := range slices.Sorted(maps.Keys(flows)) {
 		for br, fs := range flows[o] {
 			desired[br] = append(desired[br], fs...)
 		}
@@ -266,7 +268,7 @@ func (p *TakeoverPlan) Write(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString("KEPT\n")
 	fmt.Fprintf(&b, "  bridges: %s\n", strings.Join(bridgeNames(p.Bridges), ", "))
-	for _, br := range sortedKeys(p.Controllers) {
+	for _, br := range slices.Sorted(maps.Keys(p.Controllers)) {
 		fmt.Fprintf(&b, "  controllers on %s: %s (left as they are; ovs-agent uses the bridge's management socket)\n", br, orNone(strings.Join(p.Controllers[br], ", ")))
 	}
 	fmt.Fprintf(&b, "  managers: %s (left as they are)\n", orNone(strings.Join(p.Managers, ", ")))

@@ -19,7 +19,7 @@ func takeoverFixture(t *testing.T, tunnel bool) (*fakeSwitch, *fakeFlows, *fakeS
 	sw.rows["tap1"] = &VIF{PortID: "p1", Name: "tap1", MAC: "fa:16:3e:00:00:01", OFPort: 11, Tag: 3, UUID: "u1",
 		OtherConfig: map[string]string{"net_uuid": "net-a", "network_type": "vxlan", "physical_network": "None", "segmentation_id": "100", "tag": "3"}}
 	if tunnel {
-		sw.tunnels["vxlan-c0000202"] = TunnelPort{Name: "vxlan-c0000202", Type: "vxlan", RemoteIP: "192.0.2.2", LocalIP: "192.0.2.1", OFPort: 5}
+		sw.Tunnels.Add(TunnelPort{Name: "vxlan-c0000202", Type: "vxlan", RemoteIP: "192.0.2.2", LocalIP: "192.0.2.1", OFPort: 5})
 	}
 	for _, br := range []string{"br-int", "br-tun", "br-phys"} {
 		fl.tables[br] = map[string]fakeEntry{}
@@ -77,7 +77,7 @@ func TestTakeoverAdoptsTunnelPorts(t *testing.T) {
 	if own := fl.owners("br-tun"); own[""] != 0 {
 		t.Errorf("br-tun: %d foreign flows left", own[""])
 	}
-	if names := sw.tunnelNames(); len(names) != 1 || names[0] != "vxlan-c0000202" {
+	if names := sw.Tunnels.Names(); len(names) != 1 || names[0] != "vxlan-c0000202" {
 		t.Errorf("tunnel ports %v, want the adopted vxlan-c0000202 only", names)
 	}
 }

@@ -4,9 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -209,7 +210,7 @@ func (f *Feature) Sync(ctx context.Context) error {
 	}
 	// router interfaces first: their answer (gateway_mac of the interface
 	// itself) serves the csnat port of the same subnet as well
-	ids := sortedKeys(f.ports)
+	ids := slices.Sorted(maps.Keys(f.ports))
 	for _, k := range []Kind{KindRouterInterface, KindCentralizedSNAT} {
 		if err := f.askSubnets(ctx, ids, k); err != nil {
 			return err
@@ -427,7 +428,7 @@ func (f *Feature) State(l feature.BridgeLayout) *State {
 	for pn, pb := range l.Physical {
 		s.Bridges.Phys[pn] = PhysPatch{Bridge: pb.Bridge, IntOfport: pb.IntOFPort, PhysOfport: pb.PhyOFPort}
 	}
-	for _, id := range sortedKeys(f.ports) {
+	for _, id := range slices.Sorted(maps.Keys(f.ports)) {
 		p := f.ports[id]
 		if _, ok := s.Networks[p.NetworkID]; !ok && p.NetworkID != "" {
 			n := &Network{Type: p.NetworkType, PhysicalNetwork: p.PhysicalNetwork, LocalVLAN: p.LocalVLAN}
@@ -513,15 +514,6 @@ func macsEqual(a, b []net.HardwareAddr) bool {
 		}
 	}
 	return true
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 var (

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -306,7 +308,7 @@ func TestFeatureInterfaceAddedBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	var qr feature.Port
-	for _, id := range sortedKeys(f.ports) {
+	for _, id := range slices.Sorted(maps.Keys(f.ports)) {
 		if KindOf(f.ports[id].DeviceOwner) == KindRouterInterface {
 			qr = f.ports[id]
 			break

@@ -2,6 +2,7 @@ package dvr
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -100,7 +101,7 @@ func Classify(h feature.HostState) Findings {
 	}
 	look(h.Layout.Integration, roleInt)
 	look(h.Layout.Tunnel, roleTun)
-	for _, pn := range sortedKeys(h.Layout.Physical) {
+	for _, pn := range slices.Sorted(maps.Keys(h.Layout.Physical)) {
 		look(h.Layout.Physical[pn].Bridge, rolePhys)
 	}
 	return out
@@ -149,7 +150,7 @@ func UnrebuiltWithoutDVR(h feature.HostState) []string {
 	}
 	count(h.Layout.Integration, roleInt)
 	count(h.Layout.Tunnel, roleTun)
-	for _, pn := range sortedKeys(h.Layout.Physical) {
+	for _, pn := range slices.Sorted(maps.Keys(h.Layout.Physical)) {
 		count(h.Layout.Physical[pn].Bridge, rolePhys)
 	}
 	if len(dvr) == 0 {

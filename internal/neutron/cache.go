@@ -69,6 +69,27 @@ type Puller interface {
 	BulkPull(ctx context.Context, rtype string, filter Filter) ([]Resource, error)
 }
 
+// VersionedPuller is a Puller that tells the OVO version each object was pulled at
+// (versions[i] is that of rs[i]); Fill and Resync use it when the Puller has it, and
+// record the version as ApplyPushAt records a push's.
+type VersionedPuller interface {
+	BulkPullVersions(ctx context.Context, rtype string, filter Filter) (rs []Resource, versions []string, err error)
+}
+
+// bulkPull pulls with p, with the objects' versions when p tells them ("" each
+// otherwise).
+func bulkPull(ctx context.Context, p Puller, rtype string, filter Filter) ([]Resource, []string, error) {
+	if vp, ok := p.(VersionedPuller); ok {
+		rs, versions, err := vp.BulkPullVersions(ctx, rtype, filter)
+		if err == nil && len(versions) != len(rs) {
+			versions = make([]string, len(rs))
+		}
+		return rs, versions, err
+	}
+	rs, err := p.BulkPull(ctx, rtype, filter)
+	return rs, make([]string, len(rs)), err
+}
+
 // CacheOptions configure a Cache.
 type CacheOptions struct {
 	// OnEvent receives every relevant change, in order, outside the cache lock. It may
@@ -98,8 +119,8 @@ type Cache struct {
 
 	mu     sync.RWMutex
 	byType map[string]map[string]Resource
-	// pushedAt is the OVO version of the push a cached object came from (absent: a pull
-	// or an update of unknown version); see ApplyPushAt
+	// pushedAt is the OVO version of the push or pull a cached object came from (absent:
+	// an update of unknown version); see ApplyPushAt
 	pushedAt  map[string]map[string]string
 	deleted   map[string]map[string]time.Time
 	deletedQ  map[string][]deletedID
@@ -161,7 +182,8 @@ func (c *Cache) ApplyPush(p *Push) { c.ApplyPushAt(p, "") }
 // the cached copy was pushed at is ignored: the server pushes each change once per
 // version it has consumers for, in no set order, and the older copy lacks the newer
 // version's fields (seen: a Port 1.7 push after the 1.11 one of the same revision
-// cleared a port's hints).
+// cleared a port's hints). Objects that Fill and Resync pull record the version they
+// were pulled at the same way (VersionedPuller).
 func (c *Cache) ApplyPushAt(p *Push, version string) {
 	c.deliverMu.Lock()
 	defer c.deliverMu.Unlock()
@@ -171,7 +193,7 @@ func (c *Cache) ApplyPushAt(p *Push, version string) {
 		if p.EventType == EventDeleted {
 			evs = c.deleteLocked(r.ResourceType(), r.ResourceID(), evs)
 		} else {
-			evs = c.updateAtLocked(r, version, evs)
+			evs = c.updateAtLocked(r, version, false, evs)
 		}
 	}
 	c.mu.Unlock()
@@ -203,14 +225,14 @@ func (c *Cache) isDeleted(rtype, id string) bool {
 	return ok && c.now().Sub(at) < c.ttl
 }
 
-// updateAtLocked is updateLocked for a push at version (see ApplyPushAt).
-func (c *Cache) updateAtLocked(r Resource, version string, evs []Event) []Event {
+// updateAtLocked is updateLocked for a push or a pull at version (see ApplyPushAt).
+func (c *Cache) updateAtLocked(r Resource, version string, agentRestarted bool, evs []Event) []Event {
 	rtype, id := r.ResourceType(), r.ResourceID()
 	if old := c.byType[rtype][id]; old != nil && version != "" && old.Revision() == r.Revision() &&
 		olderVersion(version, c.pushedAt[rtype][id]) {
 		return evs
 	}
-	evs = c.updateLocked(r, false, evs)
+	evs = c.updateLocked(r, agentRestarted, evs)
 	if version != "" && c.byType[rtype][id] == r {
 		if c.pushedAt[rtype] == nil {
 			c.pushedAt[rtype] = map[string]string{}
@@ -252,7 +274,7 @@ func (c *Cache) updateLocked(r Resource, agentRestarted bool, evs []Event) []Eve
 		return evs // stale: tolerate equal revisions, as the reference does
 	}
 	m[id] = r
-	delete(c.pushedAt[rtype], id) // a push records its version after this (updateAtLocked)
+	delete(c.pushedAt[rtype], id) // a push or pull records its version after this (updateAtLocked)
 	changed := changedFields(old, r)
 	if len(changed) > 0 {
 		evs = append(evs, Event{Type: rtype, Kind: Updated, ID: id, Old: old, New: r, Changed: changed, AgentRestarted: agentRestarted})
@@ -431,7 +453,7 @@ func describe(f Filter) string {
 }
 
 func (c *Cache) fillOnce(ctx context.Context, p Puller, rtype string, filter Filter, agentRestarted bool) error {
-	rs, err := p.BulkPull(ctx, rtype, filter)
+	rs, versions, err := bulkPull(ctx, p, rtype, filter)
 	if err != nil {
 		return fmt.Errorf("cache: fill %s (%s): %w", rtype, describe(filter), err)
 	}
@@ -439,11 +461,11 @@ func (c *Cache) fillOnce(ctx context.Context, p Puller, rtype string, filter Fil
 	defer c.deliverMu.Unlock()
 	var evs []Event
 	c.mu.Lock()
-	for _, r := range rs {
+	for i, r := range rs {
 		if r.ResourceType() != rtype {
 			continue
 		}
-		evs = c.updateLocked(r, agentRestarted, evs)
+		evs = c.updateAtLocked(r, versions[i], agentRestarted, evs)
 	}
 	for _, k := range c.queryKeys(rtype, filter) {
 		c.satisfied[k] = struct{}{}
@@ -654,11 +676,11 @@ func (c *Cache) Resync(ctx context.Context, agentRestarted bool) error {
 			continue
 		}
 		err := inChunks(ids[t], func(chunk []string) error {
-			rs, err := p.BulkPull(ctx, t, Filter{"id": chunk})
+			rs, versions, err := bulkPull(ctx, p, t, Filter{"id": chunk})
 			if err != nil {
 				return err
 			}
-			c.applyResync(t, chunk, rs, agentRestarted)
+			c.applyResync(t, chunk, rs, versions, agentRestarted)
 			return nil
 		})
 		if err != nil && firstErr == nil {
@@ -668,18 +690,18 @@ func (c *Cache) Resync(ctx context.Context, agentRestarted bool) error {
 	return firstErr
 }
 
-func (c *Cache) applyResync(rtype string, asked []string, rs []Resource, agentRestarted bool) {
+func (c *Cache) applyResync(rtype string, asked []string, rs []Resource, versions []string, agentRestarted bool) {
 	c.deliverMu.Lock()
 	defer c.deliverMu.Unlock()
 	var evs []Event
 	c.mu.Lock()
 	got := make(map[string]bool, len(rs))
-	for _, r := range rs {
+	for i, r := range rs {
 		if r.ResourceType() != rtype {
 			continue
 		}
 		got[r.ResourceID()] = true
-		evs = c.updateLocked(r, agentRestarted, evs)
+		evs = c.updateAtLocked(r, versions[i], agentRestarted, evs)
 	}
 	for _, id := range asked {
 		if !got[id] {

@@ -589,3 +589,68 @@ func TestPushOfOlderVersionSameRevisionIgnored(t *testing.T) {
 		}
 	}
 }
+
+// versionedPuller is a fakePuller that pulls at version (a VersionedPuller).
+type versionedPuller struct {
+	*fakePuller
+	version string
+}
+
+func (v *versionedPuller) BulkPullVersions(ctx context.Context, rtype string, filter Filter) ([]Resource, []string, error) {
+	rs, err := v.BulkPull(ctx, rtype, filter)
+	versions := make([]string, len(rs))
+	for i := range versions {
+		versions[i] = v.version
+	}
+	return rs, versions, err
+}
+
+// TestPulledVersionKeptAgainstOlderPush: an object that Fill or Resync pulled at the
+// agent's version (Port 1.11, with hints) is not replaced by a push of the same revision
+// at an older version (1.7, without hints), as a pushed one is not; a newer revision is
+// taken. A Puller that does not tell its versions records none, as before.
+func TestPulledVersionKeptAgainstOlderPush(t *testing.T) {
+	h := MiscDictOf(map[string]any{"openvswitch": map[string]any{"other_config": map[string]any{"tx-steering": "thread"}}})
+	port := func(rev int64, hints bool) *Port {
+		p := &Port{ID: "p1", RevisionNumber: rev}
+		if hints {
+			p.Hints = &h
+		}
+		return p
+	}
+	fp := &fakePuller{byID: map[string]Resource{"Port/p1": port(5, true)}}
+	c := NewCache(CacheOptions{Puller: &versionedPuller{fakePuller: fp, version: "1.11"}})
+	push := func(p *Port, v string) { c.ApplyPushAt(&Push{EventType: EventUpdated, Resources: []Resource{p}}, v) }
+	hasHints := func() bool { p := c.Port("p1"); return p != nil && p.Hints != nil }
+	ctx := context.Background()
+
+	if err := c.Fill(ctx, TypePort, Filter{"id": {"p1"}}, false); err != nil || !hasHints() {
+		t.Fatalf("fill: %v, hints %v", err, hasHints())
+	}
+	push(port(5, false), "1.7")
+	if !hasHints() {
+		t.Fatal("a Port 1.7 push of the same revision replaced the copy Fill pulled at 1.11")
+	}
+	push(port(6, false), "1.7")
+	if hasHints() || c.Port("p1").Revision() != 6 {
+		t.Fatal("a newer revision at an older version was not taken")
+	}
+	fp.byID["Port/p1"] = port(6, true)
+	if err := c.Resync(ctx, false); err != nil || !hasHints() {
+		t.Fatalf("resync: %v, hints %v (the 1.11 pull of the revision pushed at 1.7 not taken)", err, hasHints())
+	}
+	push(port(6, false), "1.7")
+	if !hasHints() {
+		t.Fatal("a Port 1.7 push of the same revision replaced the copy Resync pulled at 1.11")
+	}
+
+	// A plain Puller: its objects' version is unknown, an older push replaces them.
+	plain := NewCache(CacheOptions{Puller: &fakePuller{byID: map[string]Resource{"Port/p1": port(5, true)}}})
+	if err := plain.Fill(ctx, TypePort, Filter{"id": {"p1"}}, false); err != nil || plain.Port("p1").Hints == nil {
+		t.Fatalf("plain fill: %v", err)
+	}
+	plain.ApplyPushAt(&Push{EventType: EventUpdated, Resources: []Resource{port(5, false)}}, "1.7")
+	if plain.Port("p1").Hints != nil {
+		t.Fatal("a push replaced nothing pulled by a Puller of unknown versions")
+	}
+}

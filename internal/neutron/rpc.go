@@ -84,6 +84,13 @@ func (c *Client) HasAliveNeutronServer(ctx context.Context) (bool, error) {
 // Versions negotiator handles is asked for at its negotiated version, one version lower
 // after each refusal (versions.go); the others at ResourceVersions. It implements Puller.
 func (c *Client) BulkPull(ctx context.Context, rtype string, filter Filter) ([]Resource, error) {
+	rs, _, err := c.BulkPullVersions(ctx, rtype, filter)
+	return rs, err
+}
+
+// BulkPullVersions is BulkPull with the OVO version each object was pulled at
+// (versions[i] is that of rs[i]). It implements VersionedPuller.
+func (c *Client) BulkPullVersions(ctx context.Context, rtype string, filter Filter) (rs []Resource, versions []string, err error) {
 	if filter == nil {
 		filter = Filter{}
 	}
@@ -91,32 +98,43 @@ func (c *Client) BulkPull(ctx context.Context, rtype string, filter Filter) ([]R
 	if !neg.Negotiates(rtype) {
 		ver, ok := ResourceVersions[rtype]
 		if !ok {
-			return nil, fmt.Errorf("neutron: bulk_pull: unknown resource type %q", rtype)
+			return nil, nil, fmt.Errorf("neutron: bulk_pull: unknown resource type %q", rtype)
 		}
-		return c.bulkPullAt(ctx, rtype, ver, filter)
+		rs, err := c.bulkPullAt(ctx, rtype, ver, filter)
+		return rs, versionsOf(rs, ver, nil), err
 	}
 	unlock, unproven := neg.lockUnproven(rtype)
 	defer unlock()
 	ids, byID := filter["id"]
 	if !unproven || !byID || len(filter) != 1 || len(ids) < 2 {
-		return c.negotiatedPull(ctx, rtype, filter)
+		rs, ver, err := c.negotiatedPull(ctx, rtype, filter)
+		return rs, versionsOf(rs, ver, nil), err
 	}
 	// Unproven: one id first, so that a refusal costs the server one object, not
 	// thousands (bulk_pull has no pager: it loads every match before the first
 	// obj_to_primitive raises).
-	first, err := c.negotiatedPull(ctx, rtype, Filter{"id": ids[:1]})
+	first, ver1, err := c.negotiatedPull(ctx, rtype, Filter{"id": ids[:1]})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	rest, err := c.negotiatedPull(ctx, rtype, Filter{"id": ids[1:]})
+	rest, ver2, err := c.negotiatedPull(ctx, rtype, Filter{"id": ids[1:]})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return append(first, rest...), nil
+	return append(first, rest...), versionsOf(rest, ver2, versionsOf(first, ver1, nil)), nil
 }
 
-// negotiatedPull pulls at the negotiated version, stepping down on refusals.
-func (c *Client) negotiatedPull(ctx context.Context, rtype string, filter Filter) ([]Resource, error) {
+// versionsOf appends ver to versions once for each of rs.
+func versionsOf(rs []Resource, ver string, versions []string) []string {
+	for range rs {
+		versions = append(versions, ver)
+	}
+	return versions
+}
+
+// negotiatedPull pulls at the negotiated version, stepping down on refusals; it returns
+// the version the objects were pulled at.
+func (c *Client) negotiatedPull(ctx context.Context, rtype string, filter Filter) ([]Resource, string, error) {
 	for {
 		ver := c.Versions.PullVersion(rtype)
 		rs, err := c.bulkPullAt(ctx, rtype, ver, filter)
@@ -124,13 +142,13 @@ func (c *Client) negotiatedPull(ctx context.Context, rtype string, filter Filter
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		c.Versions.Produced(rtype, ver, len(rs))
 		if rtype == TypePort && len(rs) > 0 {
 			c.probeRelated(rs[0])
 		}
-		return rs, nil
+		return rs, ver, nil
 	}
 }
 

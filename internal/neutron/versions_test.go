@@ -462,3 +462,23 @@ func TestPushedObjectSettlesVersion(t *testing.T) {
 		t.Errorf("after one pushed port: %v\nwant %v", got, c.Ref)
 	}
 }
+
+// BulkPullVersions tells the version each object was pulled at: the one the server
+// produced after the refusals, for the single-id probe and the rest alike.
+func TestBulkPullVersionsReportsPulledVersion(t *testing.T) {
+	for rel, want := range map[string]string{"zed": "1.7", "2026.2": "1.11"} {
+		cl := NewClient(releaseServer(loadRelease(t, rel)), "h")
+		cl.Versions = NewNegotiator(nil)
+		rs, versions, err := cl.BulkPullVersions(context.Background(), TypePort, Filter{"id": {"a", "b", "c"}})
+		cl.Versions.probeWG.Wait()
+		if err != nil || len(rs) == 0 || len(versions) != len(rs) {
+			t.Fatalf("%s: %d objects, versions %v, %v", rel, len(rs), versions, err)
+		}
+		for i, v := range versions {
+			if v != want {
+				t.Errorf("%s: object %d pulled at %q, want %s", rel, i, v, want)
+			}
+		}
+	}
+	var _ VersionedPuller = (*Client)(nil)
+}

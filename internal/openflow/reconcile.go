@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 )
@@ -282,7 +284,7 @@ func (r *Reconciler) apply(ctx context.Context, changes map[string][]Flow, sweep
 	r.mu.Lock()
 	defer r.mu.Unlock()
 
-	owners := sortedKeys(changes)
+	owners := slices.Sorted(maps.Keys(changes))
 	p := r.plan(changes, owners, sweep)
 	err := r.sw.Bundle(ctx, p.mods)
 	if err == nil {
@@ -428,7 +430,7 @@ func (r *Reconciler) planRemovals(p *plan, owners []string) []flowKey {
 // planReassert re-sends the unchanged owners' flows the bridge does not
 // hold as desired (after Adopt or Reset).
 func (r *Reconciler) planReassert(p *plan) {
-	for _, o := range sortedKeys(r.owners) {
+	for _, o := range slices.Sorted(maps.Keys(r.owners)) {
 		if _, changed := p.owners[o]; changed {
 			continue
 		}
@@ -501,15 +503,6 @@ func (r *Reconciler) commit(p *plan) {
 		}
 	}
 	r.reassert = false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // InstalledFlow is a flow the bridge holds as far as the reconciler knows,

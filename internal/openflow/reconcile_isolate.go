@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 )
 
 // OwnersRejectedError says the switch rejected the flows of some owners of
@@ -16,7 +18,7 @@ type OwnersRejectedError struct {
 }
 
 func (e *OwnersRejectedError) Error() string {
-	names := sortedKeys(e.Owners)
+	names := slices.Sorted(maps.Keys(e.Owners))
 	if len(names) == 0 {
 		return "openflow: no owner rejected"
 	}

@@ -26,13 +26,14 @@
 package overlay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/netip"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -248,7 +249,7 @@ func (o *Overlay) Prefetch(ctx context.Context) (finish func()) {
 	}
 	now := o.h.Now()
 	var due []string
-	for _, typ := range sortedKeys(o.sync) {
+	for _, typ := range slices.Sorted(maps.Keys(o.sync)) {
 		if !o.sync[typ].at.After(now) {
 			due = append(due, typ)
 		}
@@ -364,7 +365,7 @@ func (o *Overlay) Sync(ctx context.Context) error {
 	}
 	want := o.wanted()
 	var errs []error
-	for _, key := range sortedTunnelKeys(want) {
+	for _, key := range slices.SortedFunc(maps.Keys(want), compareTunnelKeys) {
 		ip, typ := key.IP, string(key.Type)
 		if _, ok := o.tunnels[key]; ok {
 			continue
@@ -382,7 +383,7 @@ func (o *Overlay) Sync(ctx context.Context) error {
 		o.touchTunnel(ip, typ)
 	}
 	if o.swept {
-		for _, key := range sortedTunnelKeys(o.tunnels) {
+		for _, key := range slices.SortedFunc(maps.Keys(o.tunnels), compareTunnelKeys) {
 			if want[key] {
 				continue
 			}
@@ -626,7 +627,7 @@ func (o *Overlay) prune() {
 		live[k.NetworkID] = true
 	}
 	var gone []string
-	for _, ids := range [][]string{sortedKeys(o.fdb), sortedKeys(o.refresh), sortedKeys(o.fdbAwait), sortedKeys(o.fdbSeen)} {
+	for _, ids := range [][]string{slices.Sorted(maps.Keys(o.fdb)), slices.Sorted(maps.Keys(o.refresh)), slices.Sorted(maps.Keys(o.fdbAwait)), slices.Sorted(maps.Keys(o.fdbSeen))} {
 		for _, id := range ids {
 			if !live[id] {
 				gone = append(gone, id)
@@ -654,7 +655,7 @@ func (o *Overlay) Resync(string) {
 // next update_device_list asks for (sorted).
 func (o *Overlay) RefreshNetworks() []string {
 	o.prune()
-	return sortedKeys(o.refresh)
+	return slices.Sorted(maps.Keys(o.refresh))
 }
 
 // RefreshReplied implements feature.Refresher: the server answered a call
@@ -727,25 +728,10 @@ func (o *Overlay) noPeers() bool {
 	return true
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// compareTunnelKeys orders tunnel keys by remote IP, then type.
+func compareTunnelKeys(a, b pipeline.TunnelKey) int {
+	if c := a.IP.Compare(b.IP); c != 0 {
+		return c
 	}
-	sort.Strings(out)
-	return out
-}
-
-func sortedTunnelKeys[V any](m map[pipeline.TunnelKey]V) []pipeline.TunnelKey {
-	out := make([]pipeline.TunnelKey, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if c := out[i].IP.Compare(out[j].IP); c != 0 {
-			return c < 0
-		}
-		return out[i].Type < out[j].Type
-	})
-	return out
+	return cmp.Compare(a.Type, b.Type)
 }

@@ -3,7 +3,9 @@ package qos
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -183,7 +185,7 @@ func (f *Feature) ResourceChanged(r feature.Resource) {
 			f.setPort(p)
 		}
 	case neutron.TypeNetwork:
-		for _, id := range sortedKeys(f.ports) {
+		for _, id := range slices.Sorted(maps.Keys(f.ports)) {
 			if p := f.ports[id]; p.NetworkID == r.ID {
 				f.setPort(p)
 			}
@@ -237,11 +239,11 @@ func (f *Feature) start(ctx context.Context) error {
 	}
 	old := f.m
 	f.m = NewManager(f.d.Options, max, held)
-	for _, id := range sortedKeys(old.policies) {
+	for _, id := range slices.Sorted(maps.Keys(old.policies)) {
 		f.m.policies[id] = old.policies[id]
 	}
 	f.rt.M = f.m
-	for _, id := range sortedKeys(f.ports) {
+	for _, id := range slices.Sorted(maps.Keys(f.ports)) {
 		f.setPort(f.ports[id])
 	}
 	f.ready = true

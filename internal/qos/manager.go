@@ -2,6 +2,8 @@ package qos
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -80,7 +82,7 @@ func parseMeterKey(key string) (kind, port, dir string, ok bool) {
 // DSCP mark and the queues cannot be known without the policy.
 func (m *Manager) heldPlan(portID string) (Plan, bool) {
 	plan := Plan{DSCP: -1}
-	for _, k := range sortedKeys(m.unclaimed) {
+	for _, k := range slices.Sorted(maps.Keys(m.unclaimed)) {
 		if m.unclaimed[k] != portID {
 			continue
 		}
@@ -300,7 +302,7 @@ func (m *Manager) Flows(owners []string) (map[string][]of.Flow, map[string]error
 // Meters are the meters br-int must hold: every port's, by id.
 func (m *Manager) Meters() (map[uint32]of.MeterConfig, error) {
 	plans := make([]Plan, 0, len(m.plans))
-	for _, id := range sortedKeys(m.plans) {
+	for _, id := range slices.Sorted(maps.Keys(m.plans)) {
 		plans = append(plans, m.plans[id])
 	}
 	return MeterConfigs(plans, m.ids)
@@ -318,20 +320,11 @@ func (m *Manager) MeterIDs(portID string) map[string]uint32 {
 	return out
 }
 
-func sortedKeys[V any](mp map[string]V) []string {
-	out := make([]string, 0, len(mp))
-	for k := range mp {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // MinBandwidthQueues are the wired ports' minimum-bandwidth queues (ports on a
 // physical network with an egress minimum_bandwidth rule), by queue number.
 func (m *Manager) MinBandwidthQueues() []Queue {
 	var out []Queue
-	for _, id := range sortedKeys(m.plans) {
+	for _, id := range slices.Sorted(maps.Keys(m.plans)) {
 		if q := m.plans[id].MinBandwidthQueue; q != nil {
 			out = append(out, *q)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"sort"
 
 	"github.com/ovsagent/ovsagent/internal/neutron"
@@ -106,7 +107,7 @@ func (r *Runtime) syncRows(ctx context.Context) error {
 	}
 	var errs []error
 	seen := map[string]bool{}
-	for _, id := range sortedKeys(r.M.ports) {
+	for _, id := range slices.Sorted(maps.Keys(r.M.ports)) {
 		p := r.M.ports[id]
 		plan, ok := r.M.plans[id]
 		if !ok {

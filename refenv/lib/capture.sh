@@ -7,7 +7,7 @@
 #   . "$HERE/lib/capture.sh"
 #
 # It refuses the chroot-less release (zed), reads the release's environment (release.sh env)
-# and defines: log, api, save, net, subnet (the release's API, noauth, project demo),
+# and defines: log, api (lib/api.sh), save, net, subnet (the release's API, noauth, project demo),
 # vif_plug (os-vif's plug of a VM's tap), capture_settle (wait for the caller's snapshot to
 # stop changing) and capture_base (capture.sh's dump, less what differs per run).
 RELEASE=${RELEASE:-2026.2}
@@ -19,15 +19,9 @@ STATE=/run/refenv/$RELEASE/$SCENARIO.env
 VSCTL=(ovs-vsctl --timeout=10 --db="unix:$REFENV_OVS_DIR/db.sock")
 HVX=(ip netns exec "$REFENV_OVS_NS")
 
-log() { echo "[$CAPTURE_NAME $(date +%T.%3N)] $*" >&2; }
-api() { # method path [json]
-  local m=$1 p=$2 d=${3:-}
-  if [ -n "$d" ]; then
-    curl -sS -f -X "$m" -H 'Content-Type: application/json' -H "X-Project-Id: $PROJ" -d "$d" "$API$p"
-  else
-    curl -sS -f -X "$m" -H "X-Project-Id: $PROJ" "$API$p"
-  fi
-}
+LOG_NAME=$CAPTURE_NAME
+# shellcheck source=lib/api.sh
+. "$HERE/lib/api.sh"
 save() { echo "$1=$2" >> "$STATE"; }
 net() { # name extra-json
   api POST /networks "{\"network\":{\"name\":\"$1\",\"project_id\":\"$PROJ\",\"admin_state_up\":true$2}}" | jq -r .network.id
