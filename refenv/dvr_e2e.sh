@@ -17,8 +17,8 @@
 #                                 (started here, kept to the end). TAKEOVER=0: a swap instead (the
 #                                 reference's flows deleted before ovs-agent starts; no ping)
 #   dvr_e2e.sh check              dvr.sh check (every ping of the scenario)
-#   dvr_e2e.sh eastwest           vm1 (A, hv2) <-> vm2 (B, hv3): pings, a TCP session started
-#                                 (kept to the end), the VXLAN frames on hv2's and hv1's underlay
+#   dvr_e2e.sh eastwest           vm1 (A, hv2) <-> vm2 (B, hv3): pings, the TCP session (started
+#                                 here with TAKEOVER=0), the VXLAN frames on hv2's and hv1's underlay
 #   dvr_e2e.sh samehost           vm3 (A, hv3) -> vm2 (B, hv3): no frame of it on hv3's underlay
 #   dvr_e2e.sh northsouth         vm1 -> outside through hv1's SNAT; outside -> vm2's floating IP
 #                                 through hv3's fg- port (frames seen on the outside's veths)
