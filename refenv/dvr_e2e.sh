@@ -81,6 +81,7 @@ kill_ours() { # name signal
 # numbered differently) and learnt table-20 flows out, sorted
 norm() { sed -E 's/^[[:space:]]+//; s/cookie=0x[0-9a-f]+, //; s/(duration|n_packets|n_bytes|idle_age|hard_age)=[^,]*, //g; s/^table=0, //' "$1" \
   | grep -vE '^(OFPST|NXST)|hard_timeout=|^table=(7[0-9]|8[0-9]|9[0-9]),' | sort; }
+hvlist() { local h; h=$(printf 'hv%s, ' "$@"); echo "${h%, }"; } # N...: "hv2, hv3"
 dvrmac() { mysql -N -e "SELECT LOWER(REPLACE(mac_address,'-',':')) FROM $REFENV_DB.dvr_host_macs WHERE host='$1'"; }
 
 # ---- ovs-agent in place of the reference on a hypervisor ----
@@ -131,7 +132,7 @@ stop_reference() { # N...: the reference OVS agents of these hosts, in parallel 
   t=$(date +%s%N)
   for n in "$@"; do VARIANT=dvr HV=$n "$HERE/release.sh" ref-stop > "$D/ref-stop-hv$n.txt" 2>&1 & pids="$pids $!"; done
   for n in $pids; do wait "$n"; done
-  log "hv${*// /, hv}: reference OVS agent stopped after $(ms "$t") ms (L3 agents kept)"
+  log "$(hvlist "$@"): reference OVS agent stopped after $(ms "$t") ms (L3 agents kept)"
 }
 replace_host() { # after stop_reference
   local n=$1 bin=$2 t b
@@ -251,7 +252,7 @@ takeover_pings_check() { # hosts: each ping stopped, 0 lost
 }
 step_replace() {
   local bin=$1; shift
-  local n hosts="hv${*// /, hv}"
+  local n hosts; hosts=$(hvlist "$@")
   route_check
   if [ "$TAKEOVER" = 1 ]; then
     # TAKEOVER=1: the reference's flows stay and ovs-agent takes them over (docs/dvr.md,
