@@ -35,9 +35,11 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 RELEASE=${RELEASE:-2026.2}
 export RELEASE VARIANT=dvr
 unset MESSAGING
-eval "$("$HERE/release.sh" env)"
-API=http://127.0.0.1:$REFENV_API_PORT/v2.0
-PROJ=${PROJ:-demo}
+# the release's environment (the DVR variant's: VARIANT is exported), API, log, api (method path
+# [json], project demo)
+CAPTURE_NAME=dvr SCENARIO=dvr
+# shellcheck source=lib/capture.sh
+. "$HERE/lib/capture.sh"
 TWO=${TWO:-0}
 NHV=${NHV:-1}; [ "$TWO" = 1 ] && [ "$NHV" = 1 ] && NHV=2
 case "$NHV" in [1-9]) ;; *) echo "dvr.sh: NHV=$NHV is not 1..9" >&2; exit 2 ;; esac
@@ -59,17 +61,8 @@ A_CIDR=10.120.1.0/24; B_CIDR=10.120.2.0/24
 # the options issue 16 names for the reference agent (arp_responder is forced on with DVR anyway)
 export REFENV_AGENT_SET=${REFENV_AGENT_SET:-"agent.enable_distributed_routing=True agent.l2_population=True agent.arp_responder=True"}
 
-log() { echo "[dvr $(date +%T.%3N)] $*"; }
 now() { date +%s.%N; }
 since() { printf %.2f "$(echo "$(now) - $1" | bc -l)"; }
-api() { # method path [json]
-  local m=$1 p=$2 d=${3:-}
-  if [ -n "$d" ]; then
-    curl -sS -f -X "$m" -H 'Content-Type: application/json' -H "X-Project-Id: $PROJ" -d "$d" "$API$p"
-  else
-    curl -sS -f -X "$m" -H "X-Project-Id: $PROJ" "$API$p"
-  fi
-}
 
 ext_up() { # provider namespace: Linux bridge br0 ($EXT_GW) with ethN <-> veth dvrext-p on hvN's br-phys
   local n
@@ -152,6 +145,13 @@ wait_status() { # port-id status timeout-s -> prints seconds
   echo "timeout($st)"; return 1
 }
 
+vm_no_redirects() { # netns conf...: accept_redirects and secure_redirects 0 on these net.ipv4.conf.<conf>
+  local ns=$1 c k; shift
+  for c in "$@"; do
+    for k in accept_redirects secure_redirects; do ip netns exec "$ns" sysctl -q -w "net.ipv4.conf.$c.$k=0"; done
+  done
+}
+
 plug() { # key port-json prefixlen gateway mtu hv: as os-vif ovs (non-hybrid) on hypervisor hv; waits ACTIVE
   local key=$1 pj=$2 plen=$3 gw=$4 mtu=$5
   hv "$6"
@@ -159,11 +159,16 @@ plug() { # key port-json prefixlen gateway mtu hv: as os-vif ovs (non-hybrid) on
   pid=$(jq -r .port.id <<<"$pj"); mac=$(jq -r .port.mac_address <<<"$pj"); dev=$(jq -r .port.device_id <<<"$pj")
   ip=$(jq -r '.port.fixed_ips[0].ip_address' <<<"$pj"); tap="tap${pid:0:11}"
   ip netns add "$ns" 2>/dev/null || true
+  # the test VMs route by their configured gateway only: no ICMP redirect taken (a qrouter
+  # namespace sends them until its gateway is set, neutron's send_redirects=0 comes with it; one
+  # made vm1 send east-west traffic to the csnat port on the network node for ~300 s)
+  vm_no_redirects "$ns" all default
   "${HVX[@]}" ip link del "$tap" 2>/dev/null || true
   "${HVX[@]}" ip link add "$tap" mtu "$mtu" type veth peer name "v${pid:0:11}" mtu "$mtu"
   "${HVX[@]}" ip link set "v${pid:0:11}" netns "$ns"
   ip netns exec "$ns" ip link set "v${pid:0:11}" name eth0
   ip netns exec "$ns" ip link set eth0 address "$mac"
+  vm_no_redirects "$ns" eth0
   ip netns exec "$ns" ip addr add "$ip/$plen" dev eth0
   ip netns exec "$ns" ip link set lo up
   ip netns exec "$ns" ip link set eth0 up

@@ -6,14 +6,19 @@
 #
 #   dvr_e2e.sh up                 NHV=3 dvr.sh up + scenario with the reference agents
 #   dvr_e2e.sh ifbench N          dvr.sh ifbench N (with whatever agents run now; benchmark)
-#   dvr_e2e.sh replace BIN N...   on each hvN: replace_host (reference stopped, its flows dumped
-#                                 and deleted, ovs-agent BIN started, in sync), then hvN's flows
-#                                 compared with the reference's dump (outside the firewall tables);
-#                                 TAKEOVER=1 (TestDVR): the flows are kept and taken over under a
-#                                 vm1 -> vm2 ping: 0 lost, none of the reference's cookies left
+#   dvr_e2e.sh replace BIN N...   first vm1's route to vm2 checked (via subnet A's gateway, no
+#                                 ICMP redirect taken); then on each hvN: `takeover --dry-run`
+#                                 (refused = FAIL), replace_host (reference stopped, its flows
+#                                 dumped and kept, ovs-agent BIN started over them, in sync), none
+#                                 of the reference's cookies left, hvN's flows compared with the
+#                                 reference's dump (outside the firewall tables); all under a
+#                                 vm1 -> vm2 ping (east-west, hv2 + hv3) and a vm1 -> outside ping
+#                                 (SNAT, hv2 + hv1) every 0.1 s, 0 lost, and the TCP session
+#                                 (started here, kept to the end). TAKEOVER=0: a swap instead (the
+#                                 reference's flows deleted before ovs-agent starts; no ping)
 #   dvr_e2e.sh check              dvr.sh check (every ping of the scenario)
-#   dvr_e2e.sh eastwest           vm1 (A, hv2) <-> vm2 (B, hv3): pings, a TCP session started
-#                                 (kept to the end), the VXLAN frames on hv2's and hv1's underlay
+#   dvr_e2e.sh eastwest           vm1 (A, hv2) <-> vm2 (B, hv3): pings, the TCP session (started
+#                                 here with TAKEOVER=0), the VXLAN frames on hv2's and hv1's underlay
 #   dvr_e2e.sh samehost           vm3 (A, hv3) -> vm2 (B, hv3): no frame of it on hv3's underlay
 #   dvr_e2e.sh northsouth         vm1 -> outside through hv1's SNAT; outside -> vm2's floating IP
 #                                 through hv3's fg- port (frames seen on the outside's veths)
@@ -21,6 +26,8 @@
 #                                 started again: 0 lost, flows after = before, TCP session open
 #   dvr_e2e.sh iface              subnet A's router interface removed / added under pings: stops /
 #                                 starts, no DVR flow of A left on the ovs-agent hosts after removal
+#   dvr_e2e.sh report             every host's agent row: alive, in_distributed_mode,
+#                                 enable_distributed_routing, arp_responder_enabled (report_state)
 #   dvr_e2e.sh tcp                the TCP session is open and echoes
 #   dvr_e2e.sh teardown           ovs-agents and helpers stopped (pids checked), NHV=3 dvr.sh down
 #
@@ -34,6 +41,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 _fds=$(ls /proc/$$/fd)
 for _f in $_fds; do if [ "$_f" -gt 2 ] && [ "$_f" -lt 255 ] && [ -e "/proc/$$/fd/$_f" ]; then eval "exec $_f>&-"; fi; done
 export RELEASE=${RELEASE:-2026.2} NHV=3
+TAKEOVER=${TAKEOVER:-1}
 unset HV
 D=${DVR_E2E_DIR:-/tmp/refenv-dvr-e2e-$RELEASE}; mkdir -p "$D"
 STATE=/run/refenv/$RELEASE-dvr/dvr.env
@@ -73,18 +81,38 @@ kill_ours() { # name signal
 # numbered differently) and learnt table-20 flows out, sorted
 norm() { sed -E 's/^[[:space:]]+//; s/cookie=0x[0-9a-f]+, //; s/(duration|n_packets|n_bytes|idle_age|hard_age)=[^,]*, //g; s/^table=0, //' "$1" \
   | grep -vE '^(OFPST|NXST)|hard_timeout=|^table=(7[0-9]|8[0-9]|9[0-9]),' | sort; }
+hvlist() { local h; h=$(printf 'hv%s, ' "$@"); echo "${h%, }"; } # N...: "hv2, hv3"
 dvrmac() { mysql -N -e "SELECT LOWER(REPLACE(mac_address,'-',':')) FROM $REFENV_DB.dvr_host_macs WHERE host='$1'"; }
 
 # ---- ovs-agent in place of the reference on a hypervisor ----
-start_ours() { # N BIN: ovs-agent as hvN's OVS agent (that host's ini), in its netns, metrics on its loopback
-  local n=$1 bin=$2 ini
+ours_ini() { # N: hvN's ini (the reference's) with ovs-agent's metrics on hvN's loopback, in $D
+  local n=$1
   hv "$n"
-  ini=$REFENV_CHROOT/etc/neutron/refenv-dvr/openvswitch_agent$([ "$n" = 1 ] || echo "-hv$n").ini
-  cp "$ini" "$D/ovs-agent-hv$n.ini"
+  cp "$REFENV_CHROOT/etc/neutron/refenv-dvr/openvswitch_agent$([ "$n" = 1 ] || echo "-hv$n").ini" "$D/ovs-agent-hv$n.ini"
   printf '\n# ovsagent only\n[ovsagent]\nmetrics_listen = 127.0.0.1:%s\n' "$((19170 + n))" >> "$D/ovs-agent-hv$n.ini"
-  bg "ovs-agent-hv$n" ip netns exec "$HVNS" unshare -m --propagation private sh -c 'mount --bind "$0" /run/openvswitch && exec "$@"' \
-    "$OVSD" "$bin" --config-file "$REFENV_CHROOT/etc/neutron/refenv-dvr/neutron.conf" --config-file "$D/ovs-agent-hv$n.ini" \
-    --log-file "$D/ovs-agent-hv$n.log"
+}
+in_hv() { # N: IN_HV = the command prefix that runs a command in hvN's netns with hvN's OVS
+  # directory on /run/openvswitch (one process: each step exec's)
+  hv "$1"
+  IN_HV=(ip netns exec "$HVNS" unshare -m --propagation private sh -c 'mount --bind "$0" /run/openvswitch && exec "$@"' "$OVSD")
+}
+ours_args() { echo "--config-file $REFENV_CHROOT/etc/neutron/refenv-dvr/neutron.conf --config-file $D/ovs-agent-hv$1.ini"; }
+start_ours() { # N BIN: ovs-agent as hvN's OVS agent (that host's ini), in its netns, metrics on its loopback
+  local n=$1 bin=$2
+  ours_ini "$n"; in_hv "$n"
+  # the pid recorded is ovs-agent's (bg and IN_HV exec)
+  # shellcheck disable=SC2046 # paths without blanks
+  bg "ovs-agent-hv$n" "${IN_HV[@]}" "$bin" $(ours_args "$n") --log-file "$D/ovs-agent-hv$n.log"
+}
+dry_run() { # N BIN: ovs-agent's takeover --dry-run on hvN, its reference still running; refused = FAIL
+  local n=$1 bin=$2
+  ours_ini "$n"; in_hv "$n"
+  # shellcheck disable=SC2046
+  if (cd / && exec "${IN_HV[@]}" "$bin" takeover --dry-run $(ours_args "$n")) > "$D/dry-run-hv$n.txt" 2>&1 < /dev/null; then
+    log "hv$n: takeover --dry-run: $(grep '^summary:' "$D/dry-run-hv$n.txt" || echo 'no summary line')"
+  else
+    fail "hv$n: takeover --dry-run refused: $(tail -3 "$D/dry-run-hv$n.txt" | tr '\n' ' ')"
+  fi
 }
 wait_insync() { # N T0: ms from T0 until hvN's ovs-agent reports in sync (or "never")
   local n=$1
@@ -104,14 +132,14 @@ stop_reference() { # N...: the reference OVS agents of these hosts, in parallel 
   t=$(date +%s%N)
   for n in "$@"; do VARIANT=dvr HV=$n "$HERE/release.sh" ref-stop > "$D/ref-stop-hv$n.txt" 2>&1 & pids="$pids $!"; done
   for n in $pids; do wait "$n"; done
-  log "hv${*// /, hv}: reference OVS agent stopped after $(ms "$t") ms (L3 agents kept)"
+  log "$(hvlist "$@"): reference OVS agent stopped after $(ms "$t") ms (L3 agents kept)"
 }
 replace_host() { # after stop_reference
   local n=$1 bin=$2 t b
   hv "$n"
   for b in br-int br-tun br-phys; do
     ofctl dump-flows "$b" > "$D/ref-hv$n-$b.txt"
-    [ "${TAKEOVER:-0}" = 1 ] || ofctl del-flows "$b"
+    [ "$TAKEOVER" = 1 ] || ofctl del-flows "$b"
   done
   t=$(date +%s%N); start_ours "$n" "$bin"
   log "hv$n: ovs-agent pid $(cat "$D/ovs-agent-hv$n.pid") in sync $(wait_insync "$n" "$t") ms after start"
@@ -167,6 +195,7 @@ tcp_start() {
   bg tcp-server ip netns exec "${VMPFX}vm2" python3 "$HERE/dvr_tcpecho.py" serve "$TCPPORT" "$D/"
   sleep 0.5
   bg tcp-client ip netns exec "${VMPFX}vm1" python3 "$HERE/dvr_tcpecho.py" client "$vm2_IP" "$TCPPORT" "$D/tcp.state"
+  echo "${1:?step}" > "$D/tcp.since"
 }
 tcp_check() { # the session open and echoing: the echo count grows within 60 s
   local a b
@@ -178,7 +207,7 @@ tcp_check() { # the session open and echoing: the echo count grows within 60 s
     sleep 0.5
   done
   if grep -q ' open' "$D/tcp.state" 2>/dev/null && [ "${b:-0}" -gt "${a:-0}" ]; then
-    pass "TCP session vm1 -> vm2:$TCPPORT open since eastwest, echoing ($(cat "$D/tcp.state"))"
+    pass "TCP session vm1 -> vm2:$TCPPORT open since $(cat "$D/tcp.since"), echoing ($(cat "$D/tcp.state"))"
   else
     fail "TCP session vm1 -> vm2:$TCPPORT: $(cat "$D/tcp.state" 2>/dev/null || echo 'no state')"
   fi
@@ -191,31 +220,60 @@ step_up() {
   "$HERE/dvr.sh" scenario || { log "scenario's pings failed: dvr.sh check again in 5 s"; sleep 5; "$HERE/dvr.sh" check; }
 }
 
+route_check() { # vm1's route to vm2: via subnet A's gateway, no ICMP redirect cached (else the
+  # east-west traffic goes through the network node's csnat port and every later check misleads)
+  local gw out
+  st
+  gw=$(api "/subnets/$SUBA" | jq -r .subnet.gateway_ip)
+  out=$(vm vm1 ip route get "$vm2_IP" 2>&1 || true)
+  log "vm1: ip route get $vm2_IP: $(tr '\n' ' ' <<<"$out")"
+  if grep -q " via $gw dev eth0" <<<"$out" && ! grep -q redirected <<<"$out"; then
+    pass "vm1 routes to vm2 via subnet A's gateway $gw"
+  else
+    fail "vm1's route to vm2 is not via subnet A's gateway $gw (an ICMP redirect taken?): $(tr '\n' ' ' <<<"$out")"
+  fi
+}
+# the takeover's pings (TAKEOVER=1): east-west vm1 (hv2) -> vm2 (hv3) and SNAT vm1 -> outside
+# (hv2 -> hv1's csnat port -> hv1's snat namespace -> br-phys), every 0.1 s
+TAKEOVER_PINGS="ew snat"
+takeover_pings_start() {
+  st
+  bg ping-takeover-ew ip netns exec "${VMPFX}vm1" ping -n -i 0.1 -W 1 "$vm2_IP"
+  bg ping-takeover-snat ip netns exec "${VMPFX}vm1" ping -n -i 0.1 -W 1 "$EXT_GW"
+}
+takeover_pings_check() { # hosts: each ping stopped, 0 lost
+  local k r
+  for k in $TAKEOVER_PINGS; do
+    kill_ours "ping-takeover-$k" INT
+    r=$(ping_lost "$D/ping-takeover-$k.out")
+    log "$k ping vm1 -> $([ "$k" = ew ] && echo "vm2 $vm2_IP" || echo "outside $EXT_GW") every 0.1 s across the takeover of $1: last answered seq, answers, lost: $r ($(grep -E 'packets transmitted' "$D/ping-takeover-$k.out" || true))"
+    [ "$(cut -d' ' -f2 <<<"$r")" -gt 50 ] && [ "$(cut -d' ' -f3 <<<"$r")" = 0 ] && pass "$k: 0 lost across the takeover of $1" || fail "$k: lost across the takeover of $1: $r"
+  done
+}
 step_replace() {
   local bin=$1; shift
-  local n r
-  # TAKEOVER=1: the reference's flows stay and ovs-agent takes them over (docs/dvr.md, Takeover)
-  # under an east-west ping vm1 (hv2) -> vm2 (hv3) every 0.1 s: 0 lost, none of the reference's
-  # cookies left. Otherwise the reference's flows are deleted first (a swap, not a takeover).
-  if [ "${TAKEOVER:-0}" = 1 ]; then
-    st
-    bg ping-takeover ip netns exec "${VMPFX}vm1" ping -n -i 0.1 -W 1 "$vm2_IP"
+  local n hosts; hosts=$(hvlist "$@")
+  route_check
+  if [ "$TAKEOVER" = 1 ]; then
+    # TAKEOVER=1: the reference's flows stay and ovs-agent takes them over (docs/dvr.md,
+    # Takeover) under the pings: 0 lost, none of the reference's cookies left
+    for n in "$@"; do dry_run "$n" "$bin"; done
+    tcp_start "the takeover"
+    takeover_pings_start
     sleep 1
   fi
   stop_reference "$@"
   for n in "$@"; do
     replace_host "$n" "$bin"
     if ! ours_alive "ovs-agent-hv$n"; then fail "hv$n: ovs-agent exited"; continue; fi
-    [ "${TAKEOVER:-0}" = 1 ] && ref_cookies_gone "$n"
+    [ "$TAKEOVER" = 1 ] && ref_cookies_gone "$n"
     compare_flows "$n"
     [ "$ND" = 0 ] && pass "hv$n: flows equal to the reference's outside the firewall tables" || fail "hv$n: $ND flow lines differ from the reference's"
   done
-  if [ "${TAKEOVER:-0}" = 1 ]; then
+  if [ "$TAKEOVER" = 1 ]; then
     sleep 2
-    kill_ours ping-takeover INT
-    r=$(ping_lost "$D/ping-takeover.out")
-    log "vm1 -> vm2 every 0.1 s across the takeover of hv${*// /, hv}: last answered seq, answers, lost: $r ($(grep -E 'packets transmitted' "$D/ping-takeover.out" || true))"
-    [ "$(cut -d' ' -f2 <<<"$r")" -gt 50 ] && [ "$(cut -d' ' -f3 <<<"$r")" = 0 ] && pass "0 lost across the takeover of hv${*// /, hv}" || fail "lost across the takeover: $r"
+    takeover_pings_check "$hosts"
+    tcp_check
   fi
 }
 ref_cookies_gone() { # N: none of the reference's cookies (its dump before the takeover) left on hvN's bridges
@@ -247,7 +305,7 @@ step_eastwest() {
   local mac2 r qr bad own nn
   mac2=$(dvrmac "$HOSTN")
   qr=$(qr_macs | tr '\n' ' ')
-  tcp_start
+  tcp_start eastwest
   sniff 2 und2 6 "$D/ew-und2.txt"; sniff 1 und1 6 "$D/ew-und1.txt"
   sleep 1
   r=$(pingn vm1 "$vm2_IP" 20 0.2); wsniff
@@ -392,9 +450,26 @@ step_iface() {
   tcp_check
 }
 
+step_report() { # report_state: every host's agent row in distributed mode (polled: a report every report_interval)
+  local n row
+  for n in 1 2 3; do
+    hv "$n"; row=""
+    for _ in $(seq 1 45); do
+      row=$(api "/agents?host=$HOSTN&binary=neutron-openvswitch-agent" \
+        | jq -c '.agents[] | {alive, in_distributed_mode: .configurations.in_distributed_mode, enable_distributed_routing: .configurations.enable_distributed_routing, arp_responder_enabled: .configurations.arp_responder_enabled}' || true)
+      grep -q '"alive":true,"in_distributed_mode":true,"enable_distributed_routing":true,"arp_responder_enabled":true' <<<"$row" && break
+      sleep 1
+    done
+    log "hv$n ($HOSTN): agent row $row"
+    grep -q '"alive":true,"in_distributed_mode":true,"enable_distributed_routing":true,"arp_responder_enabled":true' <<<"$row" \
+      && pass "hv$n: report_state alive, in distributed mode" || fail "hv$n: report_state $row"
+  done
+}
+
 step_teardown() {
   local n
   kill_ours tcp-client TERM; kill_ours tcp-server TERM; kill_ours ping-restart INT; kill_ours ping-iface INT
+  for n in $TAKEOVER_PINGS; do kill_ours "ping-takeover-$n" INT; done
   for n in 1 2 3; do kill_ours "ovs-agent-hv$n" TERM; done
   "$HERE/dvr.sh" down
 }
@@ -411,8 +486,9 @@ case "$cmd" in
   northsouth) step_northsouth ;;
   restart) step_restart "$1" "$2" ;;
   iface) step_iface ;;
+  report) step_report ;;
   tcp) tcp_check ;;
   teardown) step_teardown ;;
-  *) echo "usage: RELEASE=2026.2 $0 up|ifbench N|replace BIN N...|check|eastwest|samehost|northsouth|restart N BIN|iface|tcp|teardown" >&2; exit 2 ;;
+  *) echo "usage: RELEASE=2026.2 $0 up|ifbench N|replace BIN N...|check|eastwest|samehost|northsouth|restart N BIN|iface|report|tcp|teardown" >&2; exit 2 ;;
 esac
 finish

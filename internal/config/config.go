@@ -59,7 +59,7 @@ type AgentOptions struct {
 	L2Population    bool
 	ARPResponder    bool
 	// EnableDistributedRouting is DVR (internal/dvr, wired in
-	// cmd/ovs-agent/features.go; shown end to end by refenv/dvr_ovsagent.sh).
+	// cmd/ovs-agent/features.go; shown end to end by refenv/dvr_e2e.sh, test/e2e TestDVR).
 	// A host the reference left with DVR flows is still refused at takeover
 	// (internal/agent/unrebuilt.go).
 	EnableDistributedRouting bool

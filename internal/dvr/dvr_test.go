@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	of "github.com/ovsagent/ovsagent/internal/openflow"
+	"github.com/ovsagent/ovsagent/internal/testing/ovsdump"
 )
 
 // The captures (docs/reference/captures-2026.2/dvr, copied to testdata/):
@@ -34,41 +35,17 @@ func read(t *testing.T, path ...string) []byte {
 	return b
 }
 
-var ofportLine = regexp.MustCompile(`^\s*(\d+)\(([^)]+)\):`)
-
 func ofports(t *testing.T, dir, bridge string) map[string]uint32 {
-	out := map[string]uint32{}
-	for _, l := range strings.Split(string(read(t, dir, "ofctl-show-"+bridge+".txt")), "\n") {
-		if m := ofportLine.FindStringSubmatch(l); m != nil {
-			n, _ := strconv.Atoi(m[1])
-			out[m[2]] = uint32(n)
-		}
-	}
-	return out
+	return ovsdump.OfctlPorts(string(read(t, dir, "ofctl-show-"+bridge+".txt")))
 }
 
-var netUUIDRe = regexp.MustCompile(`net_uuid="?([0-9a-f-]+)"?`)
-
-// localVLANs reads `ovs-vsctl list Port`: network id -> tag.
+// localVLANs reads `ovs-vsctl list Port`: network id (other_config net_uuid) -> tag.
 func localVLANs(t *testing.T, dir string) map[string]uint16 {
 	out := map[string]uint16{}
-	tag := -1
-	for _, l := range strings.Split(string(read(t, dir, "ovsdb-Port.txt")), "\n") {
-		k, v, ok := strings.Cut(l, ":")
-		if !ok {
-			continue
-		}
-		switch strings.TrimSpace(k) {
-		case "name":
-			tag = -1
-		case "tag":
-			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-				tag = n
-			}
-		case "other_config":
-			if m := netUUIDRe.FindStringSubmatch(v); m != nil && tag >= 0 {
-				out[m[1]] = uint16(tag)
-			}
+	for _, r := range ovsdump.Records(string(read(t, dir, "ovsdb-Port.txt"))) {
+		tag, err := strconv.Atoi(r["tag"])
+		if id := ovsdump.Map(r["other_config"])["net_uuid"]; err == nil && id != "" {
+			out[id] = uint16(tag)
 		}
 	}
 	return out
@@ -198,31 +175,27 @@ func captureState(t *testing.T, dir, hvDir, host string) *State {
 	return s
 }
 
-var cookieRe = regexp.MustCompile(`cookie=0x[0-9a-f]+, `)
-
-func normalise(l string) string { return cookieRe.ReplaceAllString(l, "") }
-
+// render is Flows' output as the capture's lines compare: cookies dropped, sorted.
 func render(fs []of.Flow) []string {
 	out := make([]string, 0, len(fs))
 	for _, f := range fs {
-		out = append(out, normalise(f.String()))
+		out = append(out, ovsdump.DropCookie(f.String()))
 	}
 	sort.Strings(out)
 	return out
 }
 
-var (
-	tableRe = regexp.MustCompile(`^ (?:table=(\d+), )?priority=(\d+)`)
-)
+var priorityRe = regexp.MustCompile(`priority=(\d+)`)
 
+// tablePrio is a flow line's table and priority (-1, -1 for a line that is no flow).
 func tablePrio(l string) (int, int) {
-	m := tableRe.FindStringSubmatch(l)
+	m := priorityRe.FindStringSubmatch(l)
 	if m == nil {
 		return -1, -1
 	}
-	t, _ := strconv.Atoi(m[1]) // "" -> 0
-	p, _ := strconv.Atoi(m[2])
-	return t, p
+	t, _ := ovsdump.Table(l) // dump-flows omits table=0
+	p, _ := strconv.Atoi(m[1])
+	return int(t), p
 }
 
 // dvrOwned selects the reference lines that ovs_dvr_neutron_agent.py
@@ -250,18 +223,15 @@ func dvrOwned(bridge string, macs []string) func(string) bool {
 	}
 }
 
+// refLines is the capture's flows of a bridge, cookies dropped, sorted: all of them, and those
+// keep selects.
 func refLines(t *testing.T, hvDir, bridge string, keep func(string) bool) (all, owned []string) {
-	for _, l := range strings.Split(string(read(t, hvDir, "flows-"+bridge+".nostats.txt")), "\n") {
-		if strings.TrimSpace(l) == "" {
-			continue
-		}
-		l = normalise(l)
-		all = append(all, l)
+	all = ovsdump.Lines(string(read(t, hvDir, "flows-"+bridge+".nostats.txt")), nil, ovsdump.DropCookie)
+	for _, l := range all {
 		if keep(l) {
 			owned = append(owned, l)
 		}
 	}
-	sort.Strings(owned)
 	return all, owned
 }
 
@@ -301,24 +271,15 @@ func TestGoldenAgainstReference(t *testing.T) {
 					t.Fatalf("%s: no DVR line selected in the capture: the selection is wrong", b.name)
 				}
 				got := render(b.got)
-				inRef := map[string]bool{}
-				for _, l := range all {
-					inRef[l] = true
+				// every flow produced is a reference line (as often as the reference has it),
+				// every reference DVR line is produced
+				_, notInRef := ovsdump.Diff(all, got)
+				for _, l := range notInRef {
+					t.Errorf("%s: not in the reference's flows (or produced twice): %s", b.name, l)
 				}
-				produced := map[string]bool{}
-				for _, l := range got {
-					if produced[l] {
-						t.Errorf("%s: produced twice: %s", b.name, l)
-					}
-					produced[l] = true
-					if !inRef[l] {
-						t.Errorf("%s: not in the reference's flows: %s", b.name, l)
-					}
-				}
-				for _, l := range owned {
-					if !produced[l] {
-						t.Errorf("%s: reference DVR flow not produced: %s", b.name, l)
-					}
+				_, notProduced := ovsdump.Diff(got, owned)
+				for _, l := range notProduced {
+					t.Errorf("%s: reference DVR flow not produced: %s", b.name, l)
 				}
 				t.Logf("%s: %d DVR flows, all in the reference's %d; its %d DVR-owned lines all produced", b.name, len(got), len(all), len(owned))
 			}

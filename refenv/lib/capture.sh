@@ -1,20 +1,21 @@
 # shellcheck shell=bash
 # refenv/lib/capture.sh: what the reference-agent capture scripts (refenv/qos_capture.sh,
-# refenv/trunk_capture.sh) share, sourced by them after `set -euo pipefail` and HERE (refenv/):
+# refenv/trunk_capture.sh, refenv/dvr.sh) share, sourced by them after `set -euo pipefail` and
+# HERE (refenv/):
 #
 #   CAPTURE_NAME=qos_capture     # log prefix, and <name>.sh in messages
 #   SCENARIO=qos-scenario        # the scenario's state file /run/refenv/<release>/<name>.env
 #   . "$HERE/lib/capture.sh"
 #
 # It refuses the chroot-less release (zed), reads the release's environment (release.sh env)
-# and defines: log, api (lib/api.sh), save, net, subnet (the release's API, noauth, project demo),
+# and defines: log, api (lib/api.sh), save, net, subnet (the release's API, noauth, project $PROJ or demo),
 # vif_plug (os-vif's plug of a VM's tap), capture_settle (wait for the caller's snapshot to
 # stop changing) and capture_base (capture.sh's dump, less what differs per run).
 RELEASE=${RELEASE:-2026.2}
 [ "$RELEASE" != zed ] || { echo "$CAPTURE_NAME.sh: a chroot release (its reference agent on a private OVS)" >&2; exit 2; }
 eval "$(RELEASE=$RELEASE "$HERE/release.sh" env)"
 API=http://127.0.0.1:$REFENV_API_PORT/v2.0
-PROJ=demo
+PROJ=${PROJ:-demo}
 STATE=/run/refenv/$RELEASE/$SCENARIO.env
 VSCTL=(ovs-vsctl --timeout=10 --db="unix:$REFENV_OVS_DIR/db.sock")
 HVX=(ip netns exec "$REFENV_OVS_NS")
