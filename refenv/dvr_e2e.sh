@@ -22,6 +22,8 @@
 #   dvr_e2e.sh iface              subnet A's router interface removed / added under pings: stops /
 #                                 starts, no DVR flow of A left on the ovs-agent hosts after removal
 #   dvr_e2e.sh tcp                the TCP session is open and echoes
+#   dvr_e2e.sh vlan               VLAN tenant networks C, D (physnet1 1103/1104) added to the router
+#                                 and removed again: refenv/dvr_vlan.sh addon (its header)
 #   dvr_e2e.sh teardown           ovs-agents and helpers stopped (pids checked), NHV=3 dvr.sh down
 #
 # Each step prints "PASS: ..." / "FAIL: ..." lines and exits 1 on a failure. State in $D.
@@ -412,7 +414,8 @@ case "$cmd" in
   restart) step_restart "$1" "$2" ;;
   iface) step_iface ;;
   tcp) tcp_check ;;
+  vlan) "$HERE/dvr_vlan.sh" addon "$D/vlan" || FAILS=$((FAILS + 1)) ;;
   teardown) step_teardown ;;
-  *) echo "usage: RELEASE=2026.2 $0 up|ifbench N|replace BIN N...|check|eastwest|samehost|northsouth|restart N BIN|iface|tcp|teardown" >&2; exit 2 ;;
+  *) echo "usage: RELEASE=2026.2 $0 up|ifbench N|replace BIN N...|check|eastwest|samehost|northsouth|restart N BIN|iface|tcp|vlan|teardown" >&2; exit 2 ;;
 esac
 finish

@@ -162,4 +162,6 @@ func TestDVR(t *testing.T) {
 		t.Run("ifbench-ovs-agent", func(t *testing.T) { step(t, 20*time.Minute, "ifbench", bench) })
 	}
 	t.Run("tcp-session", func(t *testing.T) { step(t, 2*time.Minute, "tcp") })
+	// VLAN tenant networks beside the vxlan ones: refenv/dvr_vlan.sh addon
+	t.Run("vlan-tenant-networks", func(t *testing.T) { step(t, 4*time.Minute, "vlan") })
 }
