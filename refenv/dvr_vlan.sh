@@ -53,7 +53,7 @@ segment() { # OUT [X Y Z VX VY]: X (hv2, VLAN VX) -> Y (hv3, VY) and Z (hv3, VX)
   eval "vm1_IP=\${${X}_IP} vm1_HV=\${${X}_HV} vm2_IP=\${${Y}_IP} vm2_HV=\${${Y}_HV} vm3_IP=\${${Z}_IP} vm3_HV=\${${Z}_HV}"
   m1=$(dvrmac "$(host_of 1)"); m2=$(dvrmac "$(host_of 2)"); m3=$(dvrmac "$(host_of 3)")
   qr=$(api "/ports?device_owner=network:router_interface_distributed" | jq -r '.ports[].mac_address' | paste -sd'|')
-  log "DVR MACs hv1 $m1, hv2 $m2, hv3 $m3; qr- MACs $qr; vm1 $vm1_IP (hv$vm1_HV) vm2 $vm2_IP (hv$vm2_HV) vm3 $vm3_IP (hv$vm3_HV)"
+  log "DVR MACs hv1 $m1, hv2 $m2, hv3 $m3; qr- MACs $qr; $X $vm1_IP (hv$vm1_HV) $Y $vm2_IP (hv$vm2_HV) $Z $vm3_IP (hv$vm3_HV)"
   api /networks | jq -r '.networks[] | "  network \(.name) \(."provider:network_type") \(."provider:segmentation_id" // "-")"'
   for n in 1 2 3; do sniff "eth$n" 7 "$out/ew-eth$n.txt"; done
   sleep 1
