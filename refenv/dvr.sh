@@ -211,6 +211,15 @@ clean() {
   return 0
 }
 
+# TENANT=vlan: subnets A and B on VLAN networks of physnet1 (VLAN_A, VLAN_B) instead of vxlan;
+# the hypervisors' br-phys share the outside's Linux bridge br0 (no vlan_filtering: it forwards
+# the tagged frames between them, the flat external network stays untagged)
+TENANT=${TENANT:-vxlan}; VLAN_A=${VLAN_A:-1101}; VLAN_B=${VLAN_B:-1102}
+tenant_provider() { # segmentation id: the provider attributes of a tenant network (none for vxlan)
+  [ "$TENANT" = vlan ] && printf ',"provider:network_type":"vlan","provider:physical_network":"physnet1","provider:segmentation_id":%s' "$1"
+  return 0
+}
+
 scenario() {
   local t0 EXT EXTSUB NA NB SA SB R MTU P1 P2 FIP
   clean
@@ -219,8 +228,8 @@ scenario() {
   log "agents:"; api GET /agents | jq -r '.agents[] | "  \(.binary) host=\(.host) alive=\(.alive) mode=\(.configurations.agent_mode // "-")"'
   EXT=$(api POST /networks "{\"network\":{\"name\":\"ext\",\"project_id\":\"$PROJ\",\"router:external\":true,\"provider:network_type\":\"flat\",\"provider:physical_network\":\"physnet1\"}}" | jq -r .network.id)
   EXTSUB=$(api POST /subnets "{\"subnet\":{\"name\":\"extsub\",\"project_id\":\"$PROJ\",\"network_id\":\"$EXT\",\"ip_version\":4,\"cidr\":\"$EXT_CIDR\",\"gateway_ip\":\"$EXT_GW\",\"enable_dhcp\":false,\"allocation_pools\":[{\"start\":\"203.0.113.10\",\"end\":\"203.0.113.99\"}]}}" | jq -r .subnet.id)
-  NA=$(api POST /networks "{\"network\":{\"name\":\"neta\",\"project_id\":\"$PROJ\"}}" | jq -r .network.id)
-  NB=$(api POST /networks "{\"network\":{\"name\":\"netb\",\"project_id\":\"$PROJ\"}}" | jq -r .network.id)
+  NA=$(api POST /networks "{\"network\":{\"name\":\"neta\",\"project_id\":\"$PROJ\"$(tenant_provider "$VLAN_A")}}" | jq -r .network.id)
+  NB=$(api POST /networks "{\"network\":{\"name\":\"netb\",\"project_id\":\"$PROJ\"$(tenant_provider "$VLAN_B")}}" | jq -r .network.id)
   SA=$(api POST /subnets "{\"subnet\":{\"name\":\"suba\",\"project_id\":\"$PROJ\",\"network_id\":\"$NA\",\"ip_version\":4,\"cidr\":\"$A_CIDR\",\"enable_dhcp\":false}}" | jq -r .subnet.id)
   SB=$(api POST /subnets "{\"subnet\":{\"name\":\"subb\",\"project_id\":\"$PROJ\",\"network_id\":\"$NB\",\"ip_version\":4,\"cidr\":\"$B_CIDR\",\"enable_dhcp\":false}}" | jq -r .subnet.id)
   { echo "EXTNET=$EXT"; echo "EXTSUB=$EXTSUB"; echo "NETA=$NA"; echo "NETB=$NB"; echo "SUBA=$SA"; echo "SUBB=$SB"; } >> "$STATE"

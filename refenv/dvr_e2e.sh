@@ -29,6 +29,8 @@
 #   dvr_e2e.sh report             every host's agent row: alive, in_distributed_mode,
 #                                 enable_distributed_routing, arp_responder_enabled (report_state)
 #   dvr_e2e.sh tcp                the TCP session is open and echoes
+#   dvr_e2e.sh vlan               VLAN tenant networks C, D (physnet1 1103/1104) added to the router
+#                                 and removed again: refenv/dvr_vlan.sh addon (its header)
 #   dvr_e2e.sh teardown           ovs-agents and helpers stopped (pids checked), NHV=3 dvr.sh down
 #
 # Each step prints "PASS: ..." / "FAIL: ..." lines and exits 1 on a failure. State in $D.
@@ -488,7 +490,8 @@ case "$cmd" in
   iface) step_iface ;;
   report) step_report ;;
   tcp) tcp_check ;;
+  vlan) "$HERE/dvr_vlan.sh" addon "$D/vlan" || FAILS=$((FAILS + 1)) ;;
   teardown) step_teardown ;;
-  *) echo "usage: RELEASE=2026.2 $0 up|ifbench N|replace BIN N...|check|eastwest|samehost|northsouth|restart N BIN|iface|report|tcp|teardown" >&2; exit 2 ;;
+  *) echo "usage: RELEASE=2026.2 $0 up|ifbench N|replace BIN N...|check|eastwest|samehost|northsouth|restart N BIN|iface|report|tcp|vlan|teardown" >&2; exit 2 ;;
 esac
 finish

@@ -217,7 +217,8 @@ func dvrOwned(bridge string, macs []string) func(string) bool {
 		case "br-tun":
 			return t == 1 || t == 9 || (t == 22 && p == 3) || (t == 0 && p == 1 && strings.Contains(l, "in_port=1 "))
 		case "br-phys":
-			return t == 1 || t == 3 || (t == 2 && p == 2) || (t == 0 && (p == 1 || p == 2))
+			// t22 p3: install_dvr_process_ipv4's ARP drop, written to br-phys for VLAN/flat tenant networks
+			return t == 1 || t == 3 || (t == 2 && p == 2) || (t == 0 && (p == 1 || p == 2)) || (t == 22 && p == 3)
 		}
 		return false
 	}
@@ -246,6 +247,10 @@ func TestGoldenAgainstReference(t *testing.T) {
 		{"three-hosts/hv1 (network node, dvr_snat, no VM)", "testdata/2026.2-three-hosts", "hv1", "refhv-2026-2-dvr", 2},
 		{"three-hosts/hv2 (dvr, vm1)", "testdata/2026.2-three-hosts", "hv2", "refhv-2026-2-dvr-hv2", 2},
 		{"three-hosts/hv3 (dvr, vm2 + floating IP, vm3)", "testdata/2026.2-three-hosts", "hv3", "refhv-2026-2-dvr-hv3", 2},
+		// the same scenario with A and B on VLAN networks of physnet1 (TENANT=vlan refenv/dvr_vlan.sh)
+		{"three-hosts-vlan/hv1 (network node, dvr_snat, no VM)", "testdata/2026.2-three-hosts-vlan", "hv1", "refhv-2026-2-dvr", 2},
+		{"three-hosts-vlan/hv2 (dvr, vm1)", "testdata/2026.2-three-hosts-vlan", "hv2", "refhv-2026-2-dvr-hv2", 2},
+		{"three-hosts-vlan/hv3 (dvr, vm2 + floating IP, vm3)", "testdata/2026.2-three-hosts-vlan", "hv3", "refhv-2026-2-dvr-hv3", 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -17,7 +17,8 @@ import (
 
 // The reference captures of the DVR scenario (refenv/dvr.sh capture): what
 // the 2026.2 reference agent left on each hypervisor's bridges.
-var captureHosts = []string{"one-host", "two-hosts/hv1", "two-hosts/hv2", "three-hosts/hv1", "three-hosts/hv2", "three-hosts/hv3"}
+var captureHosts = []string{"one-host", "two-hosts/hv1", "two-hosts/hv2", "three-hosts/hv1", "three-hosts/hv2", "three-hosts/hv3",
+	"three-hosts-vlan/hv1", "three-hosts-vlan/hv2", "three-hosts-vlan/hv3"}
 
 const capturesDir = "../../docs/reference/captures-2026.2/dvr"
 
@@ -118,6 +119,8 @@ func parseFlow(t *testing.T, line string) of.Flow {
 			f.Actions = append(f.Actions, of.Output{Port: uint32(num(v))})
 		case k == "set_field" && strings.HasSuffix(v, "->eth_src"):
 			f.Actions = append(f.Actions, of.SetField{Field: of.EthSrc(mac(strings.TrimSuffix(v, "->eth_src")))})
+		case k == "set_field" && strings.HasSuffix(v, "->vlan_vid"): // the base pipeline's VLAN translation (VLAN tenant networks)
+			f.Actions = append(f.Actions, of.SetVLANVID(uint16(num(strings.TrimSuffix(v, "->vlan_vid"))&0xfff)))
 		case k == "set_field" && strings.HasSuffix(v, "->eth_dst"):
 			f.Actions = append(f.Actions, of.SetField{Field: of.EthDst(mac(strings.TrimSuffix(v, "->eth_dst")))})
 		default:

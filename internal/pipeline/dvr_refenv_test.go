@@ -20,7 +20,8 @@ import (
 const dvrCaptures = "../../docs/reference/captures-2026.2/dvr"
 
 var dvrHosts = []string{"one-host", "two-hosts/hv1", "two-hosts/hv2",
-	"three-hosts/hv1", "three-hosts/hv2", "three-hosts/hv3"}
+	"three-hosts/hv1", "three-hosts/hv2", "three-hosts/hv3",
+	"three-hosts-vlan/hv1", "three-hosts-vlan/hv2", "three-hosts-vlan/hv3"}
 
 var tunPortName = regexp.MustCompile(`^vxlan-([0-9a-f]{8})$`)
 
@@ -89,7 +90,7 @@ func dvrOwnedLine(bridge, l string) bool {
 		return (tbl == 0 && strings.Contains(l, "in_port=1 ") && prio == 1) || // in_port=patch-int, checked below
 			tbl == 1 || tbl == 9 || (tbl == 22 && prio == 3)
 	case "br-phys":
-		return (tbl == 0 && prio != 0) || tbl == 1 || (tbl == 2 && prio == 2) || tbl == 3
+		return (tbl == 0 && prio != 0) || tbl == 1 || (tbl == 2 && prio == 2) || tbl == 3 || (tbl == 22 && prio == 3)
 	}
 	return false
 }

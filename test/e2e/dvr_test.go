@@ -88,6 +88,8 @@ func TestDVR(t *testing.T) {
 	}
 	t.Run("report-state", func(t *testing.T) { step(t, 2*time.Minute, "report") })
 	t.Run("tcp-session", func(t *testing.T) { step(t, 2*time.Minute, "tcp") })
+	// VLAN tenant networks beside the vxlan ones: refenv/dvr_vlan.sh addon
+	t.Run("vlan-tenant-networks", func(t *testing.T) { step(t, 4*time.Minute, "vlan") })
 }
 
 // dvrE2E runs refenv/dvr_e2e.sh's steps with one environment (env: release, state directory,

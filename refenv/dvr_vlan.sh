@@ -1,0 +1,194 @@
+#!/bin/bash
+# refenv dvr_vlan.sh — DVR with VLAN tenant networks (issue 16) on refenv/dvr.sh's NHV=3 environment
+# brought up with TENANT=vlan (subnets A and B on VLAN networks VLAN_A/VLAN_B of physnet1; the
+# hypervisors' br-phys meet on the outside namespace's Linux bridge br0, which has no
+# vlan_filtering and so forwards the tagged frames between them).
+#
+#   TENANT=vlan refenv/dvr_e2e.sh up     the environment and the scenario (reference agents)
+#   refenv/dvr_vlan.sh segment [OUT]     vm1 (A, hv2) -> vm2 (B, hv3) 20 pings and vm3 (A, hv3) ->
+#                                        vm2 15 pings, the frames on the VLAN segment (the outside's
+#                                        veth of each hypervisor's br-phys, eth1..3) recorded: hv2
+#                                        sends vm1 -> vm2 on B's VLAN with hv2's DVR MAC as source,
+#                                        hv3 the replies on A's VLAN with hv3's; no frame with a qr-
+#                                        MAC as source; hv1 (network node) sends none of it; the
+#                                        same-host pair puts no frame on the segment
+#   refenv/dvr_e2e.sh replace BIN 2 3 1  ovs-agent in place of the reference (flows compared)
+#   refenv/dvr_vlan.sh addon [OUT]       in a running environment (TestDVR's: vxlan A and B): VLAN
+#                                        networks C (VLAN_C 1103) and D (1104) added to the router,
+#                                        vm4 (C, hv2), vm5 (D, hv3), vm6 (C, hv3): segment's checks
+#                                        for them; the interfaces removed: no flow of C's router
+#                                        port left; everything of it deleted again
+#   refenv/dvr_vlan.sh run BIN OUT       all of it: up, capture (OUT/reference), segment, replace,
+#                                        dvr.sh check, segment and capture again, teardown
+#
+# PASS:/FAIL: lines, exit 1 on a failure. Run under the e2e lock (flock -o /tmp/ovsagent-e2e.lock).
+set -euo pipefail
+export PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
+HERE=$(cd "$(dirname "$0")" && pwd)
+export RELEASE=${RELEASE:-2026.2}
+STATE=/run/refenv/$RELEASE-dvr/dvr.env
+VMPFX=$RELEASE-dvr-; EXTNS=${VMPFX}ext
+VLAN_A=${VLAN_A:-1101}; VLAN_B=${VLAN_B:-1102}
+log() { echo "[dvr-vlan $(date +%T.%3N)] $*"; }
+FAILS=0
+pass() { log "PASS: $*"; }
+fail() { log "FAIL: $*"; FAILS=$((FAILS + 1)); }
+eval "$(VARIANT=dvr "$HERE/release.sh" env)"
+api() { curl -sS -f -H 'X-Project-Id: demo' "http://127.0.0.1:$REFENV_API_PORT/v2.0$1"; }
+host_of() { VARIANT=dvr HV=$1 "$HERE/release.sh" env | sed -n 's/^REFENV_AGENT_HOST=//p'; }
+dvrmac() { mysql -N -e "SELECT LOWER(REPLACE(mac_address,'-',':')) FROM $REFENV_DB.dvr_host_macs WHERE host='$1'"; }
+pingn() { # vm dst count interval: "sent received"
+  { ip netns exec "$VMPFX$1" ping -n -q -c "$3" -i "$4" -W 1 "$2" 2>/dev/null || true; } | sed -nE 's/^([0-9]+) packets transmitted, ([0-9]+) (packets )?received.*/\1 \2/p'
+}
+sniff() { ip netns exec "$EXTNS" python3 "$HERE/dvr_vlan_sniff.py" "$1" "$2" > "$3" 2>&1 & SNIFFS="${SNIFFS:-} $!"; }
+wsniff() { local p; for p in ${SNIFFS:-}; do wait "$p" || true; done; SNIFFS=""; }
+count() { awk "$1" "$2" | grep -c . || true; }
+
+segment() { # OUT [X Y Z VX VY]: X (hv2, VLAN VX) -> Y (hv3, VY) and Z (hv3, VX) -> Y; default vm1 vm2 vm3 A B
+  local out=${1:-/tmp/refenv-dvr-vlan-$RELEASE} m1 m2 m3 qr r n a b q nn sh
+  local X=${2:-vm1} Y=${3:-vm2} Z=${4:-vm3} VX=${5:-$VLAN_A} VY=${6:-$VLAN_B}
+  local vm1_IP vm2_IP vm3_IP vm1_HV vm2_HV vm3_HV
+  mkdir -p "$out"
+  . "$STATE"; [ -f "$ASTATE" ] && . "$ASTATE"
+  eval "vm1_IP=\${${X}_IP} vm1_HV=\${${X}_HV} vm2_IP=\${${Y}_IP} vm2_HV=\${${Y}_HV} vm3_IP=\${${Z}_IP} vm3_HV=\${${Z}_HV}"
+  m1=$(dvrmac "$(host_of 1)"); m2=$(dvrmac "$(host_of 2)"); m3=$(dvrmac "$(host_of 3)")
+  qr=$(api "/ports?device_owner=network:router_interface_distributed" | jq -r '.ports[].mac_address' | paste -sd'|')
+  log "DVR MACs hv1 $m1, hv2 $m2, hv3 $m3; qr- MACs $qr; $X $vm1_IP (hv$vm1_HV) $Y $vm2_IP (hv$vm2_HV) $Z $vm3_IP (hv$vm3_HV)"
+  api /networks | jq -r '.networks[] | "  network \(.name) \(."provider:network_type") \(."provider:segmentation_id" // "-")"'
+  for n in 1 2 3; do sniff "eth$n" 7 "$out/ew-eth$n.txt"; done
+  sleep 1
+  r=$(pingn "$X" "$vm2_IP" 20 0.2); wsniff
+  log "east-west $X -> $Y across hosts: sent/received $r"
+  [ "$(cut -d' ' -f2 <<<"$r")" = 20 ] && pass "east-west across hosts on VLAN networks 20/20" || fail "east-west across hosts $r"
+  for n in 1 2 3; do log "eth$n (hv$n's br-phys): $(grep -vc '^#' "$out/ew-eth$n.txt" || true) frames"; head -3 "$out/ew-eth$n.txt" | sed 's/^/    /'; done
+  # "in" on ethN = sent by hvN
+  a=$(count "\$1==\"in\" && \$2==\"vlan=$VY\" && \$3==\"$m2\" && \$5==\"$vm1_IP\" && \$6==\"$vm2_IP\"" "$out/ew-eth2.txt")
+  b=$(count "\$1==\"in\" && \$2==\"vlan=$VX\" && \$3==\"$m3\" && \$5==\"$vm2_IP\" && \$6==\"$vm1_IP\"" "$out/ew-eth3.txt")
+  q=$(cat "$out"/ew-eth*.txt | awk '{print $3}' | grep -ciE "^($qr)$" || true)
+  nn=$(count "\$1==\"in\" && ((\$5==\"$vm1_IP\" && \$6==\"$vm2_IP\") || (\$5==\"$vm2_IP\" && \$6==\"$vm1_IP\"))" "$out/ew-eth1.txt")
+  log "segment: hv2 sent $a $X -> $Y frames on VLAN $VY with source $m2 (hv2's DVR MAC); hv3 sent $b replies on VLAN $VX with source $m3 (hv3's); $q frames with a qr- MAC as source; hv1 sent $nn of $X <-> $Y"
+  [ "$a" -ge 18 ] && [ "$b" -ge 18 ] && pass "VLAN segment: each host sends routed frames with its own DVR MAC on the destination's VLAN" || fail "VLAN segment: $a / $b frames with the DVR MACs"
+  [ "$q" = 0 ] && pass "VLAN segment: no frame with a qr- MAC as source" || fail "VLAN segment: $q frames with a qr- MAC as source"
+  [ "$nn" = 0 ] && pass "the network node sent none of $X <-> $Y" || fail "the network node sent $nn frames of $X <-> $Y"
+  for n in 1 2 3; do sniff "eth$n" 5 "$out/sh-eth$n.txt"; done
+  sleep 1
+  r=$(pingn "$Z" "$vm2_IP" 15 0.2); wsniff
+  sh=$(cat "$out"/sh-eth*.txt | count "(\$5==\"$vm3_IP\" && \$6==\"$vm2_IP\") || (\$5==\"$vm2_IP\" && \$6==\"$vm3_IP\")" -)
+  log "same host $Z -> $Y (hv3): sent/received $r; $sh frames of it on the segment"
+  [ "$(cut -d' ' -f2 <<<"$r")" = 15 ] && [ "$sh" = 0 ] && pass "same host on VLAN networks 15/15, 0 frames on the segment" || fail "same host: $r, $sh frames on the segment"
+}
+
+# ---- addon: VLAN networks C, D added to a running environment's router (TestDVR's, vxlan A/B) ----
+ASTATE=/run/refenv/$RELEASE-dvr/dvr_vlan.env
+VLAN_C=${VLAN_C:-1103}; VLAN_D=${VLAN_D:-1104}
+apiw() { curl -sS -f -X "$1" -H 'Content-Type: application/json' -H 'X-Project-Id: demo' -d "$3" "http://127.0.0.1:$REFENV_API_PORT/v2.0$2"; }
+apid() { curl -sS -f -X DELETE -H 'X-Project-Id: demo' "http://127.0.0.1:$REFENV_API_PORT/v2.0$1" >/dev/null 2>&1 || true; }
+hvx() { # N: HVNS OVSD of hypervisor N
+  local e; e=$(VARIANT=dvr HV=$1 "$HERE/release.sh" env)
+  HVNS=$(sed -n 's/^REFENV_OVS_NS=//p' <<<"$e"); OVSD=$(sed -n 's/^REFENV_OVS_DIR=//p' <<<"$e")
+}
+vsctl() { ovs-vsctl --timeout=10 --db="unix:$OVSD/db.sock" "$@"; }
+aplug() { # key net hv: a port on net bound to hv, plugged as dvr.sh plug does; recorded in $ASTATE
+  local key=$1 pj pid mac ip tap ns=$VMPFX$1 gw t0
+  pj=$(apiw POST /ports "{\"port\":{\"name\":\"$key-port\",\"project_id\":\"demo\",\"network_id\":\"$2\",\"binding:host_id\":\"$(host_of "$3")\",\"device_owner\":\"compute:nova\",\"device_id\":\"$(uuidgen)\"}}")
+  pid=$(jq -r .port.id <<<"$pj"); mac=$(jq -r .port.mac_address <<<"$pj"); ip=$(jq -r '.port.fixed_ips[0].ip_address' <<<"$pj")
+  gw=${ip%.*}.1; tap="tap${pid:0:11}"; hvx "$3"
+  { echo "${key}_PORT=$pid"; echo "${key}_TAP=$tap"; echo "${key}_IP=$ip"; echo "${key}_MAC=$mac"; echo "${key}_HV=$3"; } >> "$ASTATE"
+  ip netns add "$ns"
+  ip netns exec "$HVNS" ip link add "$tap" type veth peer name "v${pid:0:11}"
+  ip netns exec "$HVNS" ip link set "v${pid:0:11}" netns "$ns"
+  ip netns exec "$ns" ip link set "v${pid:0:11}" name eth0
+  ip netns exec "$ns" ip link set eth0 address "$mac"
+  ip netns exec "$ns" ip addr add "$ip/24" dev eth0
+  ip netns exec "$ns" ip link set lo up; ip netns exec "$ns" ip link set eth0 up
+  ip netns exec "$ns" ip route replace default via "$gw"
+  ip netns exec "$ns" ethtool -K eth0 tx off >/dev/null 2>&1 || true
+  ip netns exec "$HVNS" ethtool -K "$tap" tx off >/dev/null 2>&1 || true
+  ip netns exec "$HVNS" ip link set "$tap" up
+  vsctl -- --may-exist add-port br-int "$tap" -- set Interface "$tap" external_ids:iface-id="$pid" \
+    external_ids:attached-mac="$mac" external_ids:iface-status=active external_ids:vm-uuid="$(jq -r .port.device_id <<<"$pj")"
+  t0=$(date +%s%N)
+  for _ in $(seq 1 600); do [ "$(api "/ports/$pid" | jq -r .port.status)" = ACTIVE ] && break; sleep 0.1; done
+  log "$ns: port $pid ($ip, $mac) on hv$3: $(api "/ports/$pid" | jq -r .port.status) after $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+}
+aclean() { # the addon's VMs (netns, taps) and API objects
+  local k tap h id
+  if [ -f "$ASTATE" ]; then
+    . "$ASTATE"
+    for k in vm4 vm5 vm6; do
+      eval "tap=\${${k}_TAP:-} h=\${${k}_HV:-}"
+      [ -n "$tap" ] && { hvx "$h"; vsctl --if-exists del-port br-int "$tap" 2>/dev/null || true; ip netns exec "$HVNS" ip link del "$tap" 2>/dev/null || true; }
+    done
+    for id in ${SUBC:-} ${SUBD:-}; do apiw PUT "/routers/$ROUTER/remove_router_interface" "{\"subnet_id\":\"$id\"}" >/dev/null 2>&1 || true; done
+    for k in vm4 vm5 vm6; do eval "id=\${${k}_PORT:-}"; [ -n "$id" ] && apid "/ports/$id"; done
+    for id in ${NETC:-} ${NETD:-}; do apid "/networks/$id"; done
+    rm -f "$ASTATE"
+  fi
+  for k in vm4 vm5 vm6; do ip netns del "$VMPFX$k" 2>/dev/null || true; done
+  return 0
+}
+mac_flows() { # N MAC: hvN's flows naming MAC (br-int, br-tun, br-phys)
+  local b c=0 x; hvx "$1"
+  for b in br-int br-tun br-phys; do
+    x=$(OVS_RUNDIR=$OVSD ovs-ofctl -O OpenFlow13 --no-stats dump-flows "$b" | grep -ciF "$2" || true); c=$((c + x))
+  done
+  echo "$c"
+}
+addon() { # OUT: C (VLAN_C) and D (VLAN_D) on the running scenario's router, vm4 C hv2, vm5 D hv3, vm6 C hv3
+  local out=${1:-/tmp/refenv-dvr-vlan-addon-$RELEASE} NC ND SC SD t0 ok qrc before after h c x
+  mkdir -p "$out"
+  . "$STATE"
+  aclean; : > "$ASTATE"
+  NC=$(apiw POST /networks "{\"network\":{\"name\":\"netc\",\"project_id\":\"demo\",\"provider:network_type\":\"vlan\",\"provider:physical_network\":\"physnet1\",\"provider:segmentation_id\":$VLAN_C}}" | jq -r .network.id)
+  ND=$(apiw POST /networks "{\"network\":{\"name\":\"netd\",\"project_id\":\"demo\",\"provider:network_type\":\"vlan\",\"provider:physical_network\":\"physnet1\",\"provider:segmentation_id\":$VLAN_D}}" | jq -r .network.id)
+  { echo "NETC=$NC"; echo "NETD=$ND"; } >> "$ASTATE"
+  SC=$(apiw POST /subnets "{\"subnet\":{\"name\":\"subc\",\"project_id\":\"demo\",\"network_id\":\"$NC\",\"ip_version\":4,\"cidr\":\"10.120.3.0/24\",\"enable_dhcp\":false}}" | jq -r .subnet.id)
+  SD=$(apiw POST /subnets "{\"subnet\":{\"name\":\"subd\",\"project_id\":\"demo\",\"network_id\":\"$ND\",\"ip_version\":4,\"cidr\":\"10.120.4.0/24\",\"enable_dhcp\":false}}" | jq -r .subnet.id)
+  { echo "SUBC=$SC"; echo "SUBD=$SD"; } >> "$ASTATE"
+  log "networks C $NC (vlan $VLAN_C), D $ND (vlan $VLAN_D) on physnet1"
+  aplug vm4 "$NC" 2; aplug vm5 "$ND" 3; aplug vm6 "$NC" 3
+  . "$ASTATE"
+  t0=$(date +%s%N)
+  apiw PUT "/routers/$ROUTER/add_router_interface" "{\"subnet_id\":\"$SC\"}" >/dev/null
+  apiw PUT "/routers/$ROUTER/add_router_interface" "{\"subnet_id\":\"$SD\"}" >/dev/null
+  ok=""; for _ in $(seq 1 90); do ip netns exec "${VMPFX}vm4" ping -c 1 -W 1 "$vm5_IP" >/dev/null 2>&1 && { ok=1; break; }; done
+  log "router $ROUTER: interfaces C, D added; vm4 -> vm5 first answered after $(( ($(date +%s%N) - t0) / 1000000 )) ms ($([ -n "$ok" ] && echo ok || echo never))"
+  [ -n "$ok" ] && pass "VLAN networks added to the running router: vm4 -> vm5 answers" || fail "vm4 -> vm5 never answered after the interfaces were added"
+  segment "$out" vm4 vm5 vm6 "$VLAN_C" "$VLAN_D"
+  # the interfaces removed: no flow naming C's router port MAC is left on any host
+  qrc=$(api "/ports?device_owner=network:router_interface_distributed&network_id=$NC" | jq -r '.ports[0].mac_address')
+  before=""; for h in 1 2 3; do before="$before hv$h:$(mac_flows "$h" "$qrc")"; done
+  apiw PUT "/routers/$ROUTER/remove_router_interface" "{\"subnet_id\":\"$SC\"}" >/dev/null
+  apiw PUT "/routers/$ROUTER/remove_router_interface" "{\"subnet_id\":\"$SD\"}" >/dev/null
+  sleep 8
+  after=""; c=0; for h in 1 2 3; do x=$(mac_flows "$h" "$qrc"); after="$after hv$h:$x"; c=$((c + x)); done
+  log "flows naming C's router port MAC $qrc before the removal:$before; 8 s after:$after"
+  [ "$c" = 0 ] && pass "no flow of C's router port left after its removal" || fail "$c flows of C's removed router port left"
+  aclean
+}
+
+run() { # BIN OUT: the whole sequence, the environment torn down at the end (also on a failure)
+  local bin=$1 out=$2 r=0
+  mkdir -p "$out"
+  export TENANT=vlan NHV=3 DVR_E2E_DIR=$out/e2e
+  RUN_OUT=$out  # the trap runs after run() returned: no local in it
+  trap 'aclean; "$HERE/dvr_e2e.sh" teardown > "$RUN_OUT/teardown.txt" 2>&1 || true; log "torn down ($RUN_OUT/teardown.txt)"' EXIT
+  "$HERE/dvr_e2e.sh" up || r=1
+  "$HERE/dvr.sh" capture "$out/reference" || r=1
+  segment "$out/segment-reference" || true
+  "$HERE/dvr_e2e.sh" replace "$bin" 2 3 1 || r=1
+  "$HERE/dvr_e2e.sh" check || r=1
+  segment "$out/segment-ovs-agent" || true
+  addon "$out/addon-ovs-agent" || true
+  NHV=3 "$HERE/dvr.sh" capture "$out/ovs-agent" || r=1
+  [ "$r" = 0 ] || FAILS=$((FAILS + 1))
+}
+
+cmd=${1:-}; shift || true
+case "$cmd" in
+  segment) segment "${1:-}" ;;
+  run) run "$1" "$2" ;;
+  addon) trap aclean EXIT; addon "${1:-}" ;;
+  *) echo "usage: RELEASE=2026.2 $0 segment [OUT] | addon [OUT] | run BIN OUT" >&2; exit 2 ;;
+esac
+[ "$FAILS" = 0 ] || { log "$FAILS failure(s)"; exit 1; }
