@@ -143,8 +143,22 @@ replace_host() { # after stop_reference
     ofctl dump-flows "$b" > "$D/ref-hv$n-$b.txt"
     [ "$TAKEOVER" = 1 ] || ofctl del-flows "$b"
   done
+  local before; before=$(ovsrow started_at)
   t=$(date +%s%N); start_ours "$n" "$bin"
   log "hv$n: ovs-agent pid $(cat "$D/ovs-agent-hv$n.pid") in sync $(wait_insync "$n" "$t") ms after start"
+  first_report "$n" "$before"
+}
+ovsrow() { # FIELD of $HOSTN's OVS agent row (configurations' keys by name)
+  api "/agents?host=$HOSTN&binary=neutron-openvswitch-agent" | jq -r ".agents[0] | (.configurations + .) | .$1 | select(. != null)" 2>/dev/null || true
+}
+first_report() { # N STARTED_AT_BEFORE: ovs-agent's first report_state (a new started_at: start_flag)
+  # says in_distributed_mode true, as the reference's (its DVR MAC asked for before its first
+  # report; the next report is report_interval = 30 s later, so the row read now is the first's)
+  local n=$1 before=$2 now=""
+  for _ in $(seq 1 100); do now=$(ovsrow started_at); [ -n "$now" ] && [ "$now" != "$before" ] && break; sleep 0.2; done
+  if [ -z "$now" ] || [ "$now" = "$before" ]; then fail "hv$n: no report_state with start_flag from ovs-agent within 20 s (started_at $before)"
+  elif [ "$(ovsrow in_distributed_mode)" = true ]; then pass "hv$n: ovs-agent's first report_state (started_at $now) says in_distributed_mode true, as the reference's first"
+  else fail "hv$n: ovs-agent's first report_state (started_at $now) says in_distributed_mode $(ovsrow in_distributed_mode), the reference's first says true"; fi
 }
 compare_flows() { # N: hvN's flows now against the reference's dump; ND = the differing line count
   local n=$1 b ports stale l p c m fdb

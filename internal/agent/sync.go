@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/pipeline"
 )
 
@@ -34,6 +35,9 @@ func (a *Agent) adopt(vifs []VIF) {
 // asks the loop for a full resync. It runs on its own goroutine so a slow
 // server never stalls wiring.
 func (a *Agent) reportLoop(ctx context.Context) {
+	if !a.waitReportGates(ctx) {
+		return
+	}
 	t := time.NewTicker(a.opt.ReportInterval)
 	defer t.Stop()
 	for {
@@ -45,6 +49,35 @@ func (a *Agent) reportLoop(ctx context.Context) {
 		case <-a.reportNow:
 		}
 	}
+}
+
+// waitReportGates holds the first report_state until every
+// feature.ReportGate's part is known, at most one ReportInterval (the
+// reference fetches its DVR MAC before its first report: that report says
+// in_distributed_mode true). False: ctx ended.
+func (a *Agent) waitReportGates(ctx context.Context) bool {
+	var gates []<-chan struct{}
+	for _, f := range a.features.All() {
+		if g, ok := f.(feature.ReportGate); ok {
+			gates = append(gates, g.ReportReady())
+		}
+	}
+	if len(gates) == 0 {
+		return true
+	}
+	t := time.NewTimer(a.opt.ReportInterval)
+	defer t.Stop()
+	for _, g := range gates {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-g:
+		case <-t.C:
+			a.log.Warn("agent: first report_state sent before every feature's part is known", "waited", a.opt.ReportInterval)
+			return true
+		}
+	}
+	return true
 }
 
 func (a *Agent) reportOnce(ctx context.Context) {

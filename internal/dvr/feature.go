@@ -64,11 +64,17 @@ type Feature struct {
 	localMAC net.HardwareAddr
 	// inMode mirrors localMAC != nil for Configurations, which report_state
 	// calls from its own goroutine.
-	inMode   atomic.Bool
-	hostMACs []HostMAC // the last list or update, applied once localMAC is known
-	others   []net.HardwareAddr
-	ports    map[string]feature.Port
-	subnets  map[string]*Subnet
+	inMode atomic.Bool
+	// ready is closed once the first get_dvr_mac_address_by_host (and
+	// _list) attempt ended, answered or not (feature.ReportGate): the
+	// first report_state waits for it, as the reference asks before its
+	// first report.
+	ready     chan struct{}
+	readyOnce sync.Once
+	hostMACs  []HostMAC // the last list or update, applied once localMAC is known
+	others    []net.HardwareAddr
+	ports     map[string]feature.Port
+	subnets   map[string]*Subnet
 	// gone are subnets get_subnet_for_dvr answered {} for (deleted, or no
 	// gateway): not asked again until a port naming them is wired again.
 	gone map[string]bool
@@ -79,7 +85,8 @@ type Feature struct {
 
 // NewFeature builds the feature.
 func NewFeature(d Deps) *Feature {
-	return &Feature{d: d, ports: map[string]feature.Port{}, subnets: map[string]*Subnet{}, gone: map[string]bool{}}
+	return &Feature{d: d, ports: map[string]feature.Port{}, subnets: map[string]*Subnet{}, gone: map[string]bool{},
+		ready: make(chan struct{})}
 }
 
 func (f *Feature) Name() string      { return FeatureName }
@@ -101,6 +108,16 @@ func (f *Feature) InDistributedMode() bool { return f.inMode.Load() }
 // Configurations implements feature.Reporter: in_distributed_mode as the
 // reference's report_state (enable_distributed_routing is the agent's own key).
 func (f *Feature) Configurations(c map[string]any) { c["in_distributed_mode"] = f.InDistributedMode() }
+
+// ReportReady implements feature.ReportGate: closed once the first attempt
+// at this host's DVR MAC ended. The reference gets its MAC in its
+// constructor (get_dvr_mac_address, before its first report_state, which
+// therefore says in_distributed_mode true; it exits when the server does not
+// answer). Ours reports after the first attempt: true when it was answered,
+// false when not (it keeps asking; the flows wait for the MAC).
+func (f *Feature) ReportReady() <-chan struct{} { return f.ready }
+
+func (f *Feature) markReady() { f.readyOnce.Do(func() { close(f.ready) }) }
 
 // Endpoints is the consumer of UpdateTopic: dvr_mac_address_update(dvr_macs),
 // version 1.0, no namespace (DVRAgentRpcCallbackMixin). It runs on the
@@ -164,9 +181,11 @@ func (f *Feature) setOthers() error {
 // interface or csnat port names.
 func (f *Feature) Sync(ctx context.Context) error {
 	if f.d.RPC == nil {
+		f.markReady()
 		return nil
 	}
 	if f.localMAC == nil {
+		defer f.markReady()
 		me, err := f.d.RPC.GetDVRMACAddressByHost(ctx)
 		if err != nil {
 			return fmt.Errorf("dvr: get_dvr_mac_address_by_host: %w", err)
@@ -525,6 +544,7 @@ var (
 	_ feature.EventHandler    = (*Feature)(nil)
 	_ feature.Takeover        = (*Feature)(nil)
 	_ feature.Reporter        = (*Feature)(nil)
+	_ feature.ReportGate      = (*Feature)(nil)
 	_ feature.Attacher        = (*Feature)(nil)
 	_ feature.Waiter          = (*Feature)(nil)
 )

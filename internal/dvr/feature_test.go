@@ -370,3 +370,59 @@ func TestFeatureInterfaceAddedBack(t *testing.T) {
 			oldMAC, strings.Contains(fl, oldMAC), newMAC, strings.Contains(fl, newMAC), fl)
 	}
 }
+
+// TestFeatureReportGate: the reference asks for its DVR MAC in its
+// constructor, before its first report_state, so that report already says
+// in_distributed_mode true. The feature is a feature.ReportGate whose gate
+// opens once the first attempt ended: answered, the configurations say true
+// at that moment; not answered, the gate opens too and they say false (no
+// claim of a mode without the MAC), and true after a later answer.
+func TestFeatureReportGate(t *testing.T) {
+	open := func(f *Feature) bool {
+		g, ok := any(f).(feature.ReportGate)
+		if !ok {
+			t.Fatal("the dvr feature is not a feature.ReportGate: the first report_state does not wait for the DVR MAC")
+		}
+		select {
+		case <-g.ReportReady():
+			return true
+		default:
+			return false
+		}
+	}
+	mode := func(f *Feature) any {
+		c := map[string]any{}
+		f.Configurations(c)
+		return c["in_distributed_mode"]
+	}
+
+	f, _, _, _ := featureFixture(t, "testdata/2026.2-two-hosts", "hv2", "refhv-2026-2-dvr-hv2")
+	if open(f) {
+		t.Fatal("gate open before the DVR MAC was asked for")
+	}
+	if err := f.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !open(f) || mode(f) != true {
+		t.Fatalf("after the answer: gate open %v, in_distributed_mode %v; want true, true", open(f), mode(f))
+	}
+
+	f, _, rpc, _ := featureFixture(t, "testdata/2026.2-two-hosts", "hv2", "refhv-2026-2-dvr-hv2")
+	rpc.fail = errors.New("MessagingTimeout")
+	if err := f.Sync(context.Background()); err == nil {
+		t.Fatal("Sync without an answer succeeded")
+	}
+	if !open(f) || mode(f) != false {
+		t.Fatalf("after an unanswered attempt: gate open %v, in_distributed_mode %v; want true, false", open(f), mode(f))
+	}
+	rpc.fail = nil
+	if err := f.Sync(context.Background()); err != nil || mode(f) != true {
+		t.Fatalf("retry: %v, in_distributed_mode %v", err, mode(f))
+	}
+
+	// no server (RPC nil): nothing to wait for
+	n := NewFeature(Deps{})
+	if err := n.Sync(context.Background()); err != nil || !open(n) || mode(n) != false {
+		t.Fatalf("without RPC: %v, gate open %v, mode %v", err, open(n), mode(n))
+	}
+}

@@ -33,6 +33,9 @@
 //     (UnrebuiltState refuses while any feature names some).
 //   - Reporter: its name in report_state's `extensions` and its part of
 //     the configurations.
+//   - ReportGate: a Reporter whose part is known only once it asked the
+//     server (dvr: this host's DVR MAC); the first report_state waits for
+//     it, at most one report interval.
 //   - Waiter: it still waits on the server (the firewall's security
 //     groups): the stale-flow sweep and the in-sync state wait for it.
 //   - FlowObserver: told which owners' flows went into a bridge, and when
@@ -351,6 +354,18 @@ type Reporter interface {
 	// Configurations adds its keys to report_state's configurations (the
 	// JSON object; e.g. resource_provider_* for QoS).
 	Configurations(c map[string]any)
+}
+
+// ReportGate is a Reporter whose part of report_state is known only once it
+// has asked the server: the dvr feature's in_distributed_mode, this host's
+// DVR MAC, which the reference agent fetches in its constructor, before its
+// first report_state. The agent's first report_state waits until
+// ReportReady is closed (the feature's first attempt ended, answered or
+// not: Configurations then says what it has) or one report interval
+// passed, whichever is first; later reports do not wait.
+type ReportGate interface {
+	Reporter
+	ReportReady() <-chan struct{}
 }
 
 // Cookies of ovs-agent carry OwnCookieTag in their low 16 bits, the rest
