@@ -337,17 +337,50 @@ capture() {
   log "captures written to $C"
 }
 
+# l3wait H MODE GW OUT: in the background, until hvH's L3 agent has (MODE=up) / no longer has
+# (MODE=down) the router's qr- device with GW in its qrouter namespace (the L3 agent's part of
+# a router interface: the device plugged, moved into the namespace, up, addressed), polled every
+# 0.05 s; OUT gets the epoch seconds of that moment, or "never" after 120 s
+l3wait() {
+  HV=$1 "$HERE/release.sh" l3exec sh -c 'i=0; while [ $i -lt 2400 ]; do
+      if ip netns exec "qrouter-$1" ip -o -4 addr show 2>/dev/null | grep -q " inet $3/"; then h=1; else h=0; fi
+      case "$2$h" in up1|down0) date +%s.%N; exit 0 ;; esac
+      i=$((i + 1)); sleep 0.05
+    done; echo never' sh "$ROUTER" "$2" "$3" > "$4" 2>/dev/null &
+  L3WAITS="${L3WAITS:-} $!"
+}
+# l3floor T0 OUT...: wait for the l3wait pollers; L3FLOOR = seconds from T0 to the latest of
+# them (the floor), L3EACH = each host's
+l3floor() {
+  local t0=$1 f p v m=0 each=""; shift
+  for p in ${L3WAITS:-}; do wait "$p" || true; done; L3WAITS=""
+  for f in "$@"; do
+    v=$(cat "$f" 2>/dev/null || true)
+    case "$v" in ""|never) each="$each never"; m=never; continue ;; esac
+    v=$(printf %.2f "$(echo "$v - $t0" | bc -l)"); each="$each $v"
+    [ "$m" != never ] && [ "$(echo "$v > $m" | bc -l)" = 1 ] && m=$v
+  done
+  L3EACH=${each# }; L3FLOOR=$m
+}
+
 ifbench() { # N rounds: remove subnet A's router interface (B's is held by vm2's floating IP: 409), add it back; seconds until
   # vm1 -> vm2 stops / answers again (a ping every 0.2 s), and the DVR flows left on vm1's host
-  # after each removal (the reference's table-3 leak, docs/dvr.md)
+  # after each removal (the reference's table-3 leak, docs/dvr.md). Beside each, the floor: the
+  # seconds until the L3 agents of vm1's and vm2's hosts had removed / added the qr- device with
+  # A's gateway IP in the qrouter namespace (l3wait; the later of the two hosts): the part no OVS
+  # agent can shorten (east-west A -> B needs A's gateway on vm1's host and on vm2's host, for the
+  # answer; the OVS agent then tags the new qr- port and sets the DVR flows for it)
   . "$STATE"
-  local i t0 ok n=${1:-3} d
+  local i t0 ok n=${1:-3} d tr fl gwa w=/tmp/refenv-dvr-ifbench.$$ h1=$vm1_HV h2=$vm2_HV
+  gwa=$(api GET "/subnets/$SUBA" | jq -r .subnet.gateway_ip)
   hv "$vm1_HV"
   for i in $(seq 1 "$n"); do
+    l3wait "$h1" down "$gwa" "$w.1"; l3wait "$h2" down "$gwa" "$w.2"; sleep 1 # the pollers polling
     t0=$(now)
     api PUT "/routers/$ROUTER/remove_router_interface" "{\"subnet_id\":\"$SUBA\"}" >/dev/null
     ok=""; for _ in $(seq 1 300); do ip netns exec "${VMPFX}vm1" ping -c 1 -W 0.2 "$vm2_IP" >/dev/null 2>&1 || { ok=1; break; }; done
-    log "round $i: interface A removed, vm1 -> vm2 stopped after $(since "$t0") s ($([ -n "$ok" ] && echo ok || echo STILL-ANSWERS))"
+    tr=$(since "$t0"); l3floor "$t0" "$w.1" "$w.2"
+    log "round $i: interface A removed, vm1 -> vm2 stopped after $tr s ($([ -n "$ok" ] && echo ok || echo STILL-ANSWERS)); floor $L3FLOOR s (qr- gone from the qrouter namespace, hv$h1 hv$h2: $L3EACH s)"
     sleep 5
     # table-3 flows whose output port is gone (the removed qr- ports', left by the reference),
     # on every hypervisor
@@ -360,11 +393,14 @@ ifbench() { # N rounds: remove subnet A's router interface (B's is held by vm2's
     done
     hv "$vm1_HV"
     log "round $i: br-int table-3 flows pointing at a port that is gone:$gone"
+    l3wait "$h1" up "$gwa" "$w.1"; l3wait "$h2" up "$gwa" "$w.2"; sleep 1
     t0=$(now)
     api PUT "/routers/$ROUTER/add_router_interface" "{\"subnet_id\":\"$SUBA\"}" >/dev/null
     ok=""; for _ in $(seq 1 600); do ip netns exec "${VMPFX}vm1" ping -c 1 -W 0.2 "$vm2_IP" >/dev/null 2>&1 && { ok=1; break; }; done
-    log "round $i: interface A added, vm1 -> vm2 answered after $(since "$t0") s ($([ -n "$ok" ] && echo ok || echo FAIL))"
+    tr=$(since "$t0"); l3floor "$t0" "$w.1" "$w.2"
+    log "round $i: interface A added, vm1 -> vm2 answered after $tr s ($([ -n "$ok" ] && echo ok || echo FAIL)); floor $L3FLOOR s (qr- with $gwa in the qrouter namespace, hv$h1 hv$h2: $L3EACH s)"
   done
+  rm -f "$w.1" "$w.2"
   hv 1
 }
 
