@@ -101,7 +101,10 @@ func TestFirstReportWaitsForReportGate(t *testing.T) {
 	if got[0] != true {
 		t.Fatalf("first report_state's in_distributed_mode = %v, want true (the reference's first report)", got[0])
 	}
-	if rep.srv.startFlags == 0 {
+	rep.srv.mu.Lock()
+	flags := rep.srv.startFlags
+	rep.srv.mu.Unlock()
+	if flags == 0 {
 		t.Error("the first report lost its start_flag")
 	}
 }
