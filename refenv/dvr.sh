@@ -349,27 +349,29 @@ l3wait() {
     done; echo never' sh "$ROUTER" "$2" "$3" > "$4" 2>/dev/null &
   L3WAITS="${L3WAITS:-} $!"
 }
-# l3floor T0 OUT...: wait for the l3wait pollers; L3FLOOR = seconds from T0 to the latest of
-# them (the floor), L3EACH = each host's
+# l3floor T0 OUT...: wait for the l3wait pollers; seconds from T0 to the earliest (L3FIRST) and
+# the latest (L3LAST) of them, each host's in L3EACH ("never": a poller saw nothing in 120 s)
 l3floor() {
-  local t0=$1 f p v m=0 each=""; shift
+  local t0=$1 f p v lo="" hi="" each=""; shift
   for p in ${L3WAITS:-}; do wait "$p" || true; done; L3WAITS=""
   for f in "$@"; do
     v=$(cat "$f" 2>/dev/null || true)
-    case "$v" in ""|never) each="$each never"; m=never; continue ;; esac
+    case "$v" in ""|never) each="$each never"; hi=never; continue ;; esac
     v=$(printf %.2f "$(echo "$v - $t0" | bc -l)"); each="$each $v"
-    [ "$m" != never ] && [ "$(echo "$v > $m" | bc -l)" = 1 ] && m=$v
+    { [ -z "$lo" ] || [ "$(echo "$v < $lo" | bc -l)" = 1 ]; } && lo=$v
+    [ "$hi" != never ] && { [ -z "$hi" ] || [ "$(echo "$v > $hi" | bc -l)" = 1 ]; } && hi=$v
   done
-  L3EACH=${each# }; L3FLOOR=$m
+  L3EACH=${each# }; L3FIRST=${lo:-never}; L3LAST=${hi:-never}
 }
 
 ifbench() { # N rounds: remove subnet A's router interface (B's is held by vm2's floating IP: 409), add it back; seconds until
   # vm1 -> vm2 stops / answers again (a ping every 0.2 s), and the DVR flows left on vm1's host
-  # after each removal (the reference's table-3 leak, docs/dvr.md). Beside each, the floor: the
-  # seconds until the L3 agents of vm1's and vm2's hosts had removed / added the qr- device with
-  # A's gateway IP in the qrouter namespace (l3wait; the later of the two hosts): the part no OVS
-  # agent can shorten (east-west A -> B needs A's gateway on vm1's host and on vm2's host, for the
-  # answer; the OVS agent then tags the new qr- port and sets the DVR flows for it)
+  # after each removal (the reference's table-3 leak, docs/dvr.md). Beside each, the floor, the
+  # part no OVS agent can shorten: added, the seconds until the L3 agents of vm1's and vm2's hosts
+  # both have the qr- device with A's gateway IP in the qrouter namespace (l3wait; the later of
+  # the two: vm1 needs its gateway on its host, vm2's answer A's on vm2's host; the OVS agent then
+  # tags the new qr- ports and sets their DVR flows); removed, until the first of the two hosts'
+  # qr- device is gone (either one stops the pings)
   . "$STATE"
   local i t0 ok n=${1:-3} d tr fl gwa w=/tmp/refenv-dvr-ifbench.$$ h1=$vm1_HV h2=$vm2_HV
   gwa=$(api GET "/subnets/$SUBA" | jq -r .subnet.gateway_ip)
@@ -380,7 +382,7 @@ ifbench() { # N rounds: remove subnet A's router interface (B's is held by vm2's
     api PUT "/routers/$ROUTER/remove_router_interface" "{\"subnet_id\":\"$SUBA\"}" >/dev/null
     ok=""; for _ in $(seq 1 300); do ip netns exec "${VMPFX}vm1" ping -c 1 -W 0.2 "$vm2_IP" >/dev/null 2>&1 || { ok=1; break; }; done
     tr=$(since "$t0"); l3floor "$t0" "$w.1" "$w.2"
-    log "round $i: interface A removed, vm1 -> vm2 stopped after $tr s ($([ -n "$ok" ] && echo ok || echo STILL-ANSWERS)); floor $L3FLOOR s (qr- gone from the qrouter namespace, hv$h1 hv$h2: $L3EACH s)"
+    log "round $i: interface A removed, vm1 -> vm2 stopped after $tr s ($([ -n "$ok" ] && echo ok || echo STILL-ANSWERS)); floor $L3FIRST s (qr- gone from the qrouter namespace, hv$h1 hv$h2: $L3EACH s)"
     sleep 5
     # table-3 flows whose output port is gone (the removed qr- ports', left by the reference),
     # on every hypervisor
@@ -398,7 +400,7 @@ ifbench() { # N rounds: remove subnet A's router interface (B's is held by vm2's
     api PUT "/routers/$ROUTER/add_router_interface" "{\"subnet_id\":\"$SUBA\"}" >/dev/null
     ok=""; for _ in $(seq 1 600); do ip netns exec "${VMPFX}vm1" ping -c 1 -W 0.2 "$vm2_IP" >/dev/null 2>&1 && { ok=1; break; }; done
     tr=$(since "$t0"); l3floor "$t0" "$w.1" "$w.2"
-    log "round $i: interface A added, vm1 -> vm2 answered after $tr s ($([ -n "$ok" ] && echo ok || echo FAIL)); floor $L3FLOOR s (qr- with $gwa in the qrouter namespace, hv$h1 hv$h2: $L3EACH s)"
+    log "round $i: interface A added, vm1 -> vm2 answered after $tr s ($([ -n "$ok" ] && echo ok || echo FAIL)); floor $L3LAST s (qr- with $gwa in the qrouter namespace, hv$h1 hv$h2: $L3EACH s)"
   done
   rm -f "$w.1" "$w.2"
   hv 1
