@@ -172,7 +172,19 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 				ag.Notify(agent.Resync{Reason: "revived"})
 			}
 		}
-		go reporter.Run(ctx)
+		go func() {
+			// the first report waits for the features' parts that need the
+			// server (dvr: this host's DVR MAC, as the reference's first
+			// report), at most one report_interval
+			ok, cut := feature.WaitReportGates(ctx, features, cfg.Agent.ReportInterval)
+			if !ok {
+				return
+			}
+			if cut {
+				log.Warn("first report_state sent before every feature's part is known", "waited", cfg.Agent.ReportInterval)
+			}
+			reporter.Run(ctx)
+		}()
 	} else {
 		ready.ready("running (report_interval = 0: no state reports)")
 	}

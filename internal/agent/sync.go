@@ -56,28 +56,11 @@ func (a *Agent) reportLoop(ctx context.Context) {
 // reference fetches its DVR MAC before its first report: that report says
 // in_distributed_mode true). False: ctx ended.
 func (a *Agent) waitReportGates(ctx context.Context) bool {
-	var gates []<-chan struct{}
-	for _, f := range a.features.All() {
-		if g, ok := f.(feature.ReportGate); ok {
-			gates = append(gates, g.ReportReady())
-		}
+	ok, cut := feature.WaitReportGates(ctx, a.features.All(), a.opt.ReportInterval)
+	if cut {
+		a.log.Warn("agent: first report_state sent before every feature's part is known", "waited", a.opt.ReportInterval)
 	}
-	if len(gates) == 0 {
-		return true
-	}
-	t := time.NewTimer(a.opt.ReportInterval)
-	defer t.Stop()
-	for _, g := range gates {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-g:
-		case <-t.C:
-			a.log.Warn("agent: first report_state sent before every feature's part is known", "waited", a.opt.ReportInterval)
-			return true
-		}
-	}
-	return true
+	return ok
 }
 
 func (a *Agent) reportOnce(ctx context.Context) {

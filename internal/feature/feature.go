@@ -368,6 +368,37 @@ type ReportGate interface {
 	ReportReady() <-chan struct{}
 }
 
+// WaitReportGates waits until every ReportGate among fs is ready, at most
+// max (0: no bound). It returns false when ctx ended first, and whether the
+// bound cut the wait short.
+func WaitReportGates(ctx context.Context, fs []Feature, max time.Duration) (ok, cut bool) {
+	var gates []<-chan struct{}
+	for _, f := range fs {
+		if g, ok := f.(ReportGate); ok {
+			gates = append(gates, g.ReportReady())
+		}
+	}
+	if len(gates) == 0 {
+		return true, false
+	}
+	var bound <-chan time.Time
+	if max > 0 {
+		t := time.NewTimer(max)
+		defer t.Stop()
+		bound = t.C
+	}
+	for _, g := range gates {
+		select {
+		case <-ctx.Done():
+			return false, false
+		case <-g:
+		case <-bound:
+			return true, true
+		}
+	}
+	return true, false
+}
+
 // Cookies of ovs-agent carry OwnCookieTag in their low 16 bits, the rest
 // random. A restarted agent recognises its predecessor's flows by the tag and
 // keeps their cookie: the first bundle after a restart then carries only what
