@@ -340,13 +340,15 @@ capture() {
 # l3wait H MODE GW OUT: in the background, until hvH's L3 agent has (MODE=up) / no longer has
 # (MODE=down) the router's qr- device with GW in its qrouter namespace (the L3 agent's part of
 # a router interface: the device plugged, moved into the namespace, up, addressed), polled every
-# 0.05 s; OUT gets the epoch seconds of that moment, or "never" after 120 s
+# 0.05 s; OUT gets the epoch seconds of that moment, or "never" after 2400 polls (up) / 200 (down:
+# hv2's L3 agent keeps qr-A after the removal, vm1 being its only port on A)
 l3wait() {
-  HV=$1 "$HERE/release.sh" l3exec sh -c 'i=0; while [ $i -lt 2400 ]; do
+  local max=2400; [ "$2" = down ] && max=200
+  HV=$1 "$HERE/release.sh" l3exec sh -c 'i=0; while [ $i -lt $4 ]; do
       if ip netns exec "qrouter-$1" ip -o -4 addr show 2>/dev/null | grep -q " inet $3/"; then h=1; else h=0; fi
       case "$2$h" in up1|down0) date +%s.%N; exit 0 ;; esac
       i=$((i + 1)); sleep 0.05
-    done; echo never' sh "$ROUTER" "$2" "$3" > "$4" 2>/dev/null &
+    done; echo never' sh "$ROUTER" "$2" "$3" "$max" > "$4" 2>/dev/null &
   L3WAITS="${L3WAITS:-} $!"
 }
 # l3floor T0 OUT...: wait for the l3wait pollers; seconds from T0 to the earliest (L3FIRST) and
@@ -370,8 +372,8 @@ ifbench() { # N rounds: remove subnet A's router interface (B's is held by vm2's
   # part no OVS agent can shorten: added, the seconds until the L3 agents of vm1's and vm2's hosts
   # both have the qr- device with A's gateway IP in the qrouter namespace (l3wait; the later of
   # the two: vm1 needs its gateway on its host, vm2's answer A's on vm2's host; the OVS agent then
-  # tags the new qr- ports and sets their DVR flows); removed, until the first of the two hosts'
-  # qr- device is gone (either one stops the pings)
+  # tags the new qr- ports and sets their DVR flows). Removed: until the first of the two hosts'
+  # qr- device is gone, for information (not a floor: the pings stop before it)
   . "$STATE"
   local i t0 ok n=${1:-3} d tr fl gwa w=/tmp/refenv-dvr-ifbench.$$ h1=$vm1_HV h2=$vm2_HV
   gwa=$(api GET "/subnets/$SUBA" | jq -r .subnet.gateway_ip)
@@ -382,7 +384,7 @@ ifbench() { # N rounds: remove subnet A's router interface (B's is held by vm2's
     api PUT "/routers/$ROUTER/remove_router_interface" "{\"subnet_id\":\"$SUBA\"}" >/dev/null
     ok=""; for _ in $(seq 1 300); do ip netns exec "${VMPFX}vm1" ping -c 1 -W 0.2 "$vm2_IP" >/dev/null 2>&1 || { ok=1; break; }; done
     tr=$(since "$t0"); l3floor "$t0" "$w.1" "$w.2"
-    log "round $i: interface A removed, vm1 -> vm2 stopped after $tr s ($([ -n "$ok" ] && echo ok || echo STILL-ANSWERS)); floor $L3FIRST s (qr- gone from the qrouter namespace, hv$h1 hv$h2: $L3EACH s)"
+    log "round $i: interface A removed, vm1 -> vm2 stopped after $tr s ($([ -n "$ok" ] && echo ok || echo STILL-ANSWERS)); L3 agents: qr- gone from the first qrouter namespace after $L3FIRST s (hv$h1 hv$h2: $L3EACH s)"
     sleep 5
     # table-3 flows whose output port is gone (the removed qr- ports', left by the reference),
     # on every hypervisor
