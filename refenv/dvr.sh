@@ -341,11 +341,16 @@ capture() {
 # (MODE=down) the router's qr- device with GW in its qrouter namespace (the L3 agent's part of
 # a router interface: the device plugged, moved into the namespace, up, addressed), polled every
 # 0.05 s; OUT gets the epoch seconds of that moment, or "never" after 2400 polls (up) / 200 (down:
-# hv2's L3 agent keeps qr-A after the removal, vm1 being its only port on A)
+# hv2's L3 agent keeps qr-A after the removal, vm1 being its only port on A). Up waits for a qr-
+# device with GW that the namespace did not have when the poll started.
 l3wait() {
   local max=2400; [ "$2" = down ] && max=200
-  HV=$1 "$HERE/release.sh" l3exec sh -c 'i=0; while [ $i -lt $4 ]; do
-      if ip netns exec "qrouter-$1" ip -o -4 addr show 2>/dev/null | grep -q " inet $3/"; then h=1; else h=0; fi
+  # up: a device that was not there at the start (hv2's L3 agent keeps the removed qr-A, same IP)
+  HV=$1 "$HERE/release.sh" l3exec sh -c 'i=0; old=""
+    [ "$2" = up ] && old=$(ip netns exec "qrouter-$1" ip -o -4 addr show 2>/dev/null | grep " inet $3/" | cut -d" " -f2)
+    while [ $i -lt $4 ]; do
+      h=0; for d in $(ip netns exec "qrouter-$1" ip -o -4 addr show 2>/dev/null | grep " inet $3/" | cut -d" " -f2); do
+        case " $(echo $old) " in *" $d "*) ;; *) h=1 ;; esac; done
       case "$2$h" in up1|down0) date +%s.%N; exit 0 ;; esac
       i=$((i + 1)); sleep 0.05
     done; echo never' sh "$ROUTER" "$2" "$3" "$max" > "$4" 2>/dev/null &
