@@ -117,7 +117,8 @@ func TestStaleAllowFlowsGoWhileOnePortsDetailsFail(t *testing.T) {
 // keep forwarding until the server is back.
 func TestTakeoverServerDownKeepsDataplane(t *testing.T) {
 	sw, fl, srv := twoPortTakeover(t)
-	srv.down, srv.downAsFailed = true, true
+	srv.downAsFailed = true
+	srv.setDown(true) // tunnel_sync too: the shared fakes.TunnelServer has its own switch
 	calls := 0
 	srv.onDevices = func() { calls++ } // under srv.mu
 	devCalls := func() int {
