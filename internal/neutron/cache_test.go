@@ -540,44 +540,53 @@ func TestDeviceDetailsCarryHints(t *testing.T) {
 	}
 }
 
+// hintsPort is Port p1 at revision rev, with hints (a Port 1.10+ field) or without
+// (the same port as a Port 1.7 copy carries it).
+func hintsPort(rev int64, hints bool) *Port {
+	p := &Port{ID: "p1", RevisionNumber: rev}
+	if hints {
+		h := MiscDictOf(map[string]any{"openvswitch": map[string]any{"other_config": map[string]any{"tx-steering": "thread"}}})
+		p.Hints = &h
+	}
+	return p
+}
+
+// pushAt pushes p to c as an update at OVO version v.
+func pushAt(c *Cache, p *Port, v string) {
+	c.ApplyPushAt(&Push{EventType: EventUpdated, Resources: []Resource{p}}, v)
+}
+
+// hasHints reports whether c holds p1 with its hints.
+func hasHints(c *Cache) bool { p := c.Port("p1"); return p != nil && p.Hints != nil }
+
 // TestPushOfOlderVersionSameRevisionIgnored: while two versions' push topics are served,
 // the server pushes one change on each in no set order; the older copy (here Port 1.7,
 // without hints) must not replace the newer one (1.11) of the same revision, but a newer
 // revision at any version is taken, and the newer version of a revision replaces the older.
 func TestPushOfOlderVersionSameRevisionIgnored(t *testing.T) {
 	c := NewCache(CacheOptions{})
-	h := MiscDictOf(map[string]any{"openvswitch": map[string]any{"other_config": map[string]any{"tx-steering": "thread"}}})
-	port := func(rev int64, hints bool) *Port {
-		p := &Port{ID: "p1", RevisionNumber: rev}
-		if hints {
-			p.Hints = &h
-		}
-		return p
-	}
-	push := func(p *Port, v string) { c.ApplyPushAt(&Push{EventType: EventUpdated, Resources: []Resource{p}}, v) }
-	hasHints := func() bool { p := c.Port("p1"); return p != nil && p.Hints != nil }
 
-	push(port(5, true), "1.11")
-	push(port(5, false), "1.7")
-	if !hasHints() {
+	pushAt(c, hintsPort(5, true), "1.11")
+	pushAt(c, hintsPort(5, false), "1.7")
+	if !hasHints(c) {
 		t.Fatal("a Port 1.7 push of the same revision replaced the 1.11 copy")
 	}
-	push(port(6, false), "1.7")
-	if hasHints() || c.Port("p1").Revision() != 6 {
+	pushAt(c, hintsPort(6, false), "1.7")
+	if hasHints(c) || c.Port("p1").Revision() != 6 {
 		t.Fatal("a newer revision at an older version was not taken")
 	}
-	push(port(6, true), "1.11")
-	if !hasHints() {
+	pushAt(c, hintsPort(6, true), "1.11")
+	if !hasHints(c) {
 		t.Fatal("the newer version of the same revision did not replace the older")
 	}
 	// a pull (no version) of the same revision is taken, as before
-	c.Update(port(6, false), false)
-	if hasHints() {
+	c.Update(hintsPort(6, false), false)
+	if hasHints(c) {
 		t.Fatal("an update of unknown version was ignored")
 	}
-	push(port(6, true), "1.8")
-	push(port(6, false), "1.7")
-	if !hasHints() {
+	pushAt(c, hintsPort(6, true), "1.8")
+	pushAt(c, hintsPort(6, false), "1.7")
+	if !hasHints(c) {
 		t.Fatal("1.7 after 1.8 of the same revision replaced it")
 	}
 	for _, tc := range []struct {
@@ -610,47 +619,37 @@ func (v *versionedPuller) BulkPullVersions(ctx context.Context, rtype string, fi
 // at an older version (1.7, without hints), as a pushed one is not; a newer revision is
 // taken. A Puller that does not tell its versions records none, as before.
 func TestPulledVersionKeptAgainstOlderPush(t *testing.T) {
-	h := MiscDictOf(map[string]any{"openvswitch": map[string]any{"other_config": map[string]any{"tx-steering": "thread"}}})
-	port := func(rev int64, hints bool) *Port {
-		p := &Port{ID: "p1", RevisionNumber: rev}
-		if hints {
-			p.Hints = &h
-		}
-		return p
-	}
-	fp := &fakePuller{byID: map[string]Resource{"Port/p1": port(5, true)}}
+	fp := &fakePuller{byID: map[string]Resource{"Port/p1": hintsPort(5, true)}}
 	c := NewCache(CacheOptions{Puller: &versionedPuller{fakePuller: fp, version: "1.11"}})
-	push := func(p *Port, v string) { c.ApplyPushAt(&Push{EventType: EventUpdated, Resources: []Resource{p}}, v) }
-	hasHints := func() bool { p := c.Port("p1"); return p != nil && p.Hints != nil }
 	ctx := context.Background()
 
-	if err := c.Fill(ctx, TypePort, Filter{"id": {"p1"}}, false); err != nil || !hasHints() {
-		t.Fatalf("fill: %v, hints %v", err, hasHints())
+	if err := c.Fill(ctx, TypePort, Filter{"id": {"p1"}}, false); err != nil || !hasHints(c) {
+		t.Fatalf("fill: %v, hints %v", err, hasHints(c))
 	}
-	push(port(5, false), "1.7")
-	if !hasHints() {
+	pushAt(c, hintsPort(5, false), "1.7")
+	if !hasHints(c) {
 		t.Fatal("a Port 1.7 push of the same revision replaced the copy Fill pulled at 1.11")
 	}
-	push(port(6, false), "1.7")
-	if hasHints() || c.Port("p1").Revision() != 6 {
+	pushAt(c, hintsPort(6, false), "1.7")
+	if hasHints(c) || c.Port("p1").Revision() != 6 {
 		t.Fatal("a newer revision at an older version was not taken")
 	}
-	fp.byID["Port/p1"] = port(6, true)
-	if err := c.Resync(ctx, false); err != nil || !hasHints() {
-		t.Fatalf("resync: %v, hints %v (the 1.11 pull of the revision pushed at 1.7 not taken)", err, hasHints())
+	fp.byID["Port/p1"] = hintsPort(6, true)
+	if err := c.Resync(ctx, false); err != nil || !hasHints(c) {
+		t.Fatalf("resync: %v, hints %v (the 1.11 pull of the revision pushed at 1.7 not taken)", err, hasHints(c))
 	}
-	push(port(6, false), "1.7")
-	if !hasHints() {
+	pushAt(c, hintsPort(6, false), "1.7")
+	if !hasHints(c) {
 		t.Fatal("a Port 1.7 push of the same revision replaced the copy Resync pulled at 1.11")
 	}
 
 	// A plain Puller: its objects' version is unknown, an older push replaces them.
-	plain := NewCache(CacheOptions{Puller: &fakePuller{byID: map[string]Resource{"Port/p1": port(5, true)}}})
+	plain := NewCache(CacheOptions{Puller: &fakePuller{byID: map[string]Resource{"Port/p1": hintsPort(5, true)}}})
 	if err := plain.Fill(ctx, TypePort, Filter{"id": {"p1"}}, false); err != nil || plain.Port("p1").Hints == nil {
 		t.Fatalf("plain fill: %v", err)
 	}
-	plain.ApplyPushAt(&Push{EventType: EventUpdated, Resources: []Resource{port(5, false)}}, "1.7")
-	if plain.Port("p1").Hints != nil {
+	pushAt(plain, hintsPort(5, false), "1.7")
+	if hasHints(plain) {
 		t.Fatal("a push replaced nothing pulled by a Puller of unknown versions")
 	}
 }
