@@ -348,14 +348,13 @@ func (f *fakeFlows) has(br, substr string) bool {
 }
 
 // fakeServer is neutron-server as the agent sees it: ports with their
-// binding and status, tunnel endpoints (the shared fake: down with the
-// rest, by setDown), state reports.
+// binding and status, tunnel endpoints (the shared fake, whose down switch
+// is the only one: setDown takes every call down at once), state reports.
 type fakeServer struct {
 	*fakes.TunnelServer
 	mu           sync.Mutex
 	devices      map[string]Device
 	groups       map[string]firewall.SecurityGroup
-	down         bool
 	udlCalls     int
 	udlUp        [][]string
 	refreshCalls int
@@ -417,9 +416,6 @@ func (s *fakeServer) status(id string) string {
 }
 
 func (s *fakeServer) setDown(v bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.down = v
 	s.TunnelServer.SetDown(v)
 }
 
@@ -455,7 +451,7 @@ func (s *fakeServer) UpdateDeviceList(ctx context.Context, up, down []string, re
 	if s.onUDL != nil {
 		s.onUDL()
 	}
-	if s.down {
+	if s.TunnelServer.Down() {
 		s.udlFailed++
 		return DeviceListResult{}, errDown
 	}
@@ -491,10 +487,10 @@ func (s *fakeServer) Devices(_ context.Context, ids []string, _ bool) (map[strin
 	if s.onDevices != nil {
 		s.onDevices()
 	}
-	if s.down && s.downAsFailed {
+	if s.TunnelServer.Down() && s.downAsFailed {
 		return map[string]Device{}, append([]string(nil), ids...), nil
 	}
-	if s.down {
+	if s.TunnelServer.Down() {
 		return nil, nil, errDown
 	}
 	out := map[string]Device{}
@@ -533,7 +529,7 @@ func (s *fakeServer) refusedCount(id string) int {
 func (s *fakeServer) SecurityGroups(_ context.Context, ids []string) (map[string]firewall.SecurityGroup, map[string][]firewall.Member, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.down {
+	if s.TunnelServer.Down() {
 		return nil, nil, errDown
 	}
 	out := map[string]firewall.SecurityGroup{}
@@ -548,7 +544,7 @@ func (s *fakeServer) SecurityGroups(_ context.Context, ids []string) (map[string
 func (s *fakeServer) ReportState(_ context.Context, start bool, _ int) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.down {
+	if s.TunnelServer.Down() {
 		return "", errDown
 	}
 	s.reports++

@@ -146,6 +146,13 @@ func (s *TunnelServer) SetDown(v bool) {
 	s.down = v
 }
 
+// Down reports whether the server is unreachable (SetDown).
+func (s *TunnelServer) Down() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.down
+}
+
 // FailNext makes the next n calls fail (counted).
 func (s *TunnelServer) FailNext(n int) {
 	s.mu.Lock()
