@@ -15,6 +15,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"slices"
@@ -59,17 +60,8 @@ func RequireBesideSafe(t testing.TB) {
 	}
 	top, _, _ := strings.Cut(t.Name(), "/")
 	if _, ok := besideSafe[top]; !ok {
-		t.Fatalf("%s is not safe beside another e2e run (OVSAGENT_E2E_BESIDE=1 is for %v only)", top, besideNames())
+		t.Fatalf("%s is not safe beside another e2e run (OVSAGENT_E2E_BESIDE=1 is for %v only)", top, slices.Sorted(maps.Keys(besideSafe)))
 	}
-}
-
-func besideNames() []string {
-	var n []string
-	for k := range besideSafe {
-		n = append(n, k)
-	}
-	slices.Sort(n)
-	return n
 }
 
 // Env is one test's view of the environment.
