@@ -1,57 +1,89 @@
 #!/usr/bin/env python3
-"""dvr_sniff.py IFACE SECONDS [plain] — VXLAN frames (UDP 4789) seen on IFACE for SECONDS, one line each:
+"""dvr_sniff.py IFACE SECONDS [plain|vlan] — VXLAN frames (UDP 4789) seen on IFACE for SECONDS, one line each:
 
   <outer src ip> <outer dst ip> vni=<n> <inner src mac> <inner dst mac> <inner src ip|-> <inner dst ip|->
 
 refenv/dvr_e2e.sh runs it inside a hypervisor's netns on its underlay veth (und<N>) to show which
 Ethernet source DVR puts inside the tunnel. An AF_PACKET socket: no tcpdump needed. Frames that are
-not IPv4/UDP/4789 are counted on the last line only ("# other N"). With "plain": every IPv4 or ARP
-frame instead, as "<in|out> <src mac> <src ip> <dst ip>" (the outside namespace's veths).
+not IPv4/UDP/4789 are counted on the last line only ("# other N"). Instead:
+- "plain": every IPv4 or ARP frame, as "<in|out> <src mac> <src ip> <dst ip>" (the outside
+  namespace's veths);
+- "vlan": every IPv4 or ARP frame, as "<in|out> vlan=<id|-> <src mac> <dst mac> <src ip> <dst ip>"
+  (refenv/dvr_vlan.sh, on a hypervisor's veth into br-phys, the VLAN segment the hypervisors
+  share). The VLAN id comes from the frame or, when the kernel took the tag off (veth's rx VLAN
+  offload), from PACKET_AUXDATA. "in" = sent by the hypervisor.
 """
 import socket
 import struct
 import sys
 import time
 
+SOL_PACKET = 263
+PACKET_AUXDATA = 8
+TP_STATUS_VLAN_VALID = 1 << 4
+
 
 def mac(b):
     return ":".join("%02x" % x for x in b)
 
 
-def inner_ips(f):
-    """IPv4 source and destination of an Ethernet frame (VLAN tags skipped), or ('-', '-')."""
+def addresses(f):
+    """(VLAN id of the frame's last tag or None, IPv4/ARP source, destination) of an Ethernet
+    frame, the addresses ('-', '-') when it is neither."""
+    if len(f) < 14:
+        return None, "-", "-"
     et = struct.unpack("!H", f[12:14])[0]
-    off = 14
+    off, vlan = 14, None
     while et in (0x8100, 0x88A8) and len(f) >= off + 4:
+        vlan = struct.unpack("!H", f[off:off + 2])[0] & 0xFFF
         et = struct.unpack("!H", f[off + 2:off + 4])[0]
         off += 4
     if et == 0x0800 and len(f) >= off + 20:
-        return socket.inet_ntoa(f[off + 12:off + 16]), socket.inet_ntoa(f[off + 16:off + 20])
+        return vlan, socket.inet_ntoa(f[off + 12:off + 16]), socket.inet_ntoa(f[off + 16:off + 20])
     if et == 0x0806 and len(f) >= off + 28:
-        return "arp:" + socket.inet_ntoa(f[off + 14:off + 18]), "arp:" + socket.inet_ntoa(f[off + 24:off + 28])
-    return "-", "-"
+        return vlan, "arp:" + socket.inet_ntoa(f[off + 14:off + 18]), "arp:" + socket.inet_ntoa(f[off + 24:off + 28])
+    return vlan, "-", "-"
+
+
+def aux_vlan(anc):
+    """The VLAN id the kernel took off a frame (PACKET_AUXDATA), or None."""
+    for level, typ, data in anc:
+        if level == SOL_PACKET and typ == PACKET_AUXDATA and len(data) >= 20:
+            status, _l, _sl, _m, _n, tci = struct.unpack("IIIHHH", data[:18])
+            if status & TP_STATUS_VLAN_VALID or tci:
+                return tci & 0xFFF
+    return None
 
 
 def main():
     iface, secs = sys.argv[1], float(sys.argv[2])
-    plain = len(sys.argv) > 3 and sys.argv[3] == "plain"
+    mode = sys.argv[3] if len(sys.argv) > 3 else ""
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+    if mode == "vlan":
+        s.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
     s.bind((iface, 0))
     s.settimeout(0.2)
     end = time.monotonic() + secs
     other = 0
     while time.monotonic() < end:
         try:
-            f, addr = s.recvfrom(65535)
+            if mode == "vlan":
+                f, anc, _flags, addr = s.recvmsg(65535, socket.CMSG_SPACE(32))
+            else:
+                f, addr = s.recvfrom(65535)
         except socket.timeout:
             continue
-        if plain:
-            # every IPv4/ARP frame: direction on IFACE (PACKET_OUTGOING = 4), Ethernet and IP source, IP destination
-            isrc, idst = inner_ips(f)
-            if isrc != "-":
-                print("out" if addr[2] == socket.PACKET_OUTGOING else "in", mac(f[6:12]), isrc, idst, flush=True)
-            else:
+        direction = "out" if addr[2] == socket.PACKET_OUTGOING else "in"
+        if mode in ("plain", "vlan"):
+            vlan, isrc, idst = addresses(f)
+            if isrc == "-":
                 other += 1
+            elif mode == "plain":
+                print(direction, mac(f[6:12]), isrc, idst, flush=True)
+            else:
+                if vlan is None:
+                    vlan = aux_vlan(anc)
+                print(direction, "vlan=" + ("-" if vlan is None else str(vlan)), mac(f[6:12]), mac(f[0:6]), isrc, idst, flush=True)
             continue
         if len(f) < 14 + 20 + 8 + 8 + 14 or struct.unpack("!H", f[12:14])[0] != 0x0800:
             other += 1
@@ -68,7 +100,7 @@ def main():
         vx = udp + 8
         vni = struct.unpack("!I", b"\x00" + f[vx + 4:vx + 7])[0]
         inner = f[vx + 8:]
-        isrc, idst = inner_ips(inner)
+        _vlan, isrc, idst = addresses(inner)
         print(src, dst, "vni=%d" % vni, mac(inner[6:12]), mac(inner[0:6]), isrc, idst, flush=True)
     print("# other", other, flush=True)
 

@@ -40,7 +40,7 @@ dvrmac() { mysql -N -e "SELECT LOWER(REPLACE(mac_address,'-',':')) FROM $REFENV_
 pingn() { # vm dst count interval: "sent received"
   { ip netns exec "$VMPFX$1" ping -n -q -c "$3" -i "$4" -W 1 "$2" 2>/dev/null || true; } | sed -nE 's/^([0-9]+) packets transmitted, ([0-9]+) (packets )?received.*/\1 \2/p'
 }
-sniff() { ip netns exec "$EXTNS" python3 "$HERE/dvr_vlan_sniff.py" "$1" "$2" > "$3" 2>&1 & SNIFFS="${SNIFFS:-} $!"; }
+sniff() { ip netns exec "$EXTNS" python3 "$HERE/dvr_sniff.py" "$1" "$2" vlan > "$3" 2>&1 & SNIFFS="${SNIFFS:-} $!"; }
 wsniff() { local p; for p in ${SNIFFS:-}; do wait "$p" || true; done; SNIFFS=""; }
 count() { awk "$1" "$2" | grep -c . || true; }
 
