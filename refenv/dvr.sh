@@ -58,8 +58,10 @@ HVS=$(seq -s " " 1 "$NHV")
 UNDNS=${VMPFX}und
 EXT_CIDR=203.0.113.0/24; EXT_GW=203.0.113.1
 A_CIDR=10.120.1.0/24; B_CIDR=10.120.2.0/24
-# the options issue 16 names for the reference agent (arp_responder is forced on with DVR anyway)
-export REFENV_AGENT_SET=${REFENV_AGENT_SET:-"agent.enable_distributed_routing=True agent.l2_population=True agent.arp_responder=True"}
+# the options issue 16 names for the reference agent (arp_responder is forced on with DVR anyway),
+# and every tunnel type, so that GRE and Geneve tenant
+# networks (TENANT, dvr_tenant.sh) work beside VXLAN ones in one environment
+export REFENV_AGENT_SET=${REFENV_AGENT_SET:-"agent.enable_distributed_routing=True agent.l2_population=True agent.arp_responder=True agent.tunnel_types=vxlan,gre,geneve"}
 
 now() { date +%s.%N; }
 since() { printf %.2f "$(echo "$(now) - $1" | bc -l)"; }
@@ -213,11 +215,16 @@ clean() {
 
 # TENANT=vlan: subnets A and B on VLAN networks of physnet1 (VLAN_A, VLAN_B) instead of vxlan;
 # the hypervisors' br-phys share the outside's Linux bridge br0 (no vlan_filtering: it forwards
-# the tagged frames between them, the flat external network stays untagged)
+# the tagged frames between them, the flat external network stays untagged). TENANT=gre|geneve:
+# A and B of that type (the server allocates the key/VNI; the agents have every tunnel type)
 TENANT=${TENANT:-vxlan}; VLAN_A=${VLAN_A:-1101}; VLAN_B=${VLAN_B:-1102}
 tenant_provider() { # segmentation id: the provider attributes of a tenant network (none for vxlan)
-  [ "$TENANT" = vlan ] && printf ',"provider:network_type":"vlan","provider:physical_network":"physnet1","provider:segmentation_id":%s' "$1"
-  return 0
+  case "$TENANT" in
+    vlan) printf ',"provider:network_type":"vlan","provider:physical_network":"physnet1","provider:segmentation_id":%s' "$1" ;;
+    gre|geneve) printf ',"provider:network_type":"%s"' "$TENANT" ;;
+    vxlan) ;;
+    *) echo "dvr.sh: TENANT=$TENANT is not vxlan, vlan, gre or geneve" >&2; return 1 ;;
+  esac
 }
 
 scenario() {
@@ -326,9 +333,10 @@ capture() {
     # the sending host's DVR MAC, never the router's qr- MAC (routed on the sending host);
     # with a network node of its own (NHV>=3), its underlay port sees none of it
     . "$STATE"; hv "$vm1_HV"
-    "${HVX[@]}" timeout 8 tcpdump -nn -e -l -i "und$vm1_HV" -c 4 udp port 4789 > "$C/underlay-vm1-vm2.txt" 2>&1 &
+    local tf="udp port 4789 or udp port 6081 or ip proto 47"  # VXLAN, Geneve, GRE
+    "${HVX[@]}" timeout 8 tcpdump -nn -e -l -i "und$vm1_HV" -c 4 "$tf" > "$C/underlay-vm1-vm2.txt" 2>&1 &
     if [ "$vm1_HV" != 1 ]; then
-      hv 1; "${HVX[@]}" timeout 8 tcpdump -nn -e -l -i und1 udp port 4789 > "$C/underlay-network-node-during-vm1-vm2.txt" 2>&1 &
+      hv 1; "${HVX[@]}" timeout 8 tcpdump -nn -e -l -i und1 "$tf" > "$C/underlay-network-node-during-vm1-vm2.txt" 2>&1 &
     fi
     sleep 2; ip netns exec "${VMPFX}vm1" ping -c 2 -i 0.3 "$vm2_IP" > /dev/null || true; wait; hv 1
   fi

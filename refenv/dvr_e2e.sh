@@ -29,8 +29,9 @@
 #   dvr_e2e.sh report             every host's agent row: alive, in_distributed_mode,
 #                                 enable_distributed_routing, arp_responder_enabled (report_state)
 #   dvr_e2e.sh tcp                the TCP session is open and echoes
-#   dvr_e2e.sh vlan               VLAN tenant networks C, D (physnet1 1103/1104) added to the router
-#                                 and removed again: refenv/dvr_vlan.sh addon (its header)
+#   dvr_e2e.sh tenant T           tenant networks C, D of type T (vlan: physnet1 1103/1104; gre;
+#                                 geneve) added to the router and removed again: TENANT=T
+#                                 refenv/dvr_tenant.sh addon (its header)
 #   dvr_e2e.sh teardown           ovs-agents and helpers stopped (pids checked), NHV=3 dvr.sh down
 #
 # Each step prints "PASS: ..." / "FAIL: ..." lines and exits 1 on a failure. State in $D.
@@ -504,8 +505,9 @@ case "$cmd" in
   iface) step_iface ;;
   report) step_report ;;
   tcp) tcp_check ;;
-  vlan) "$HERE/dvr_vlan.sh" addon "$D/vlan" || FAILS=$((FAILS + 1)) ;;
+  tenant) case "${1:-}" in vlan|gre|geneve) TENANT=$1 "$HERE/dvr_tenant.sh" addon "$D/tenant-$1" || FAILS=$((FAILS + 1)) ;;
+            *) echo "dvr_e2e.sh tenant: vlan, gre or geneve, not '${1:-}'" >&2; exit 2 ;; esac ;;
   teardown) step_teardown ;;
-  *) echo "usage: RELEASE=2026.2 $0 up|ifbench N|replace BIN N...|check|eastwest|samehost|northsouth|restart N BIN|iface|report|tcp|vlan|teardown" >&2; exit 2 ;;
+  *) echo "usage: RELEASE=2026.2 $0 up|ifbench N|replace BIN N...|check|eastwest|samehost|northsouth|restart N BIN|iface|report|tcp|tenant vlan|gre|geneve|teardown" >&2; exit 2 ;;
 esac
 finish

@@ -23,8 +23,10 @@ import (
 // cookies left, the flows equal to the reference's; then the pings, east-west on the underlay
 // (hv2's DVR MAC inside the tunnel, nothing at the network node), the same host, SNAT and the
 // floating IP seen at the outside, kill -9 under a fast ping, the router interface removed and
-// added back with the stale-flow check, report_state in distributed mode, and a TCP session
-// kept from the takeover to the end.
+// added back with the stale-flow check, report_state in distributed mode, a TCP session
+// kept from the takeover to the end, and VLAN, GRE and Geneve tenant networks added to the
+// running router (each host's DVR MAC on the destination's segment, nothing at the network node
+// or for the same host; no flow left after their removal).
 // OVSAGENT_DVR_TAKEOVER=0: a swap instead of the takeover (the reference's flows deleted before
 // ovs-agent starts, no ping across it). OVSAGENT_DVR_BENCH=N adds `dvr.sh ifbench N` with the
 // reference agents before the replacement and with ovs-agent after (a benchmark:
@@ -88,8 +90,10 @@ func TestDVR(t *testing.T) {
 	}
 	t.Run("report-state", func(t *testing.T) { step(t, 2*time.Minute, "report") })
 	t.Run("tcp-session", func(t *testing.T) { step(t, 2*time.Minute, "tcp") })
-	// VLAN tenant networks beside the vxlan ones: refenv/dvr_vlan.sh addon
-	t.Run("vlan-tenant-networks", func(t *testing.T) { step(t, 4*time.Minute, "vlan") })
+	// VLAN, GRE and Geneve tenant networks beside the vxlan ones: refenv/dvr_tenant.sh addon
+	for _, typ := range []string{"vlan", "gre", "geneve"} {
+		t.Run(typ+"-tenant-networks", func(t *testing.T) { step(t, 4*time.Minute, "tenant", typ) })
+	}
 }
 
 // dvrE2E runs refenv/dvr_e2e.sh's steps with one environment (env: release, state directory,

@@ -1,25 +1,31 @@
 #!/bin/bash
-# refenv dvr_vlan.sh — DVR with VLAN tenant networks (issue 16) on refenv/dvr.sh's NHV=3 environment
-# brought up with TENANT=vlan (subnets A and B on VLAN networks VLAN_A/VLAN_B of physnet1; the
-# hypervisors' br-phys meet on the outside namespace's Linux bridge br0, which has no
-# vlan_filtering and so forwards the tagged frames between them).
+# refenv dvr_tenant.sh — DVR with VLAN, GRE or Geneve tenant networks (issue 16; TENANT=vlan, the
+# default, gre or geneve) on refenv/dvr.sh's NHV=3 environment (hv1 network node, hv2 and hv3
+# computes). VLAN: the networks on physnet1 (VLAN_A/VLAN_B); the hypervisors' br-phys meet on the
+# outside namespace's Linux bridge br0, which has no vlan_filtering and so forwards the tagged
+# frames between them: the "segment" is the outside's veth of each hypervisor's br-phys (eth1..3).
+# GRE/Geneve: the networks of that type (the server picks the key/VNI); the segment is the
+# underlay's Linux bridge port of each hypervisor (p1..3 in netns <release>-dvr-und), where the
+# sniffer reads the tunnel header's key/VNI and the inner frame. Every agent is started with
+# tunnel_types vxlan,gre,geneve (dvr.sh).
 #
-#   TENANT=vlan refenv/dvr_e2e.sh up     the environment and the scenario (reference agents)
-#   refenv/dvr_vlan.sh segment [OUT]     vm1 (A, hv2) -> vm2 (B, hv3) 20 pings and vm3 (A, hv3) ->
-#                                        vm2 15 pings, the frames on the VLAN segment (the outside's
-#                                        veth of each hypervisor's br-phys, eth1..3) recorded: hv2
-#                                        sends vm1 -> vm2 on B's VLAN with hv2's DVR MAC as source,
-#                                        hv3 the replies on A's VLAN with hv3's; no frame with a qr-
-#                                        MAC as source; hv1 (network node) sends none of it; the
-#                                        same-host pair puts no frame on the segment
+#   TENANT=vlan refenv/dvr_e2e.sh up     the environment and the scenario (reference agents; A and B
+#                                        of type TENANT)
+#   refenv/dvr_tenant.sh segment [OUT]   vm1 (A, hv2) -> vm2 (B, hv3) 20 pings and vm3 (A, hv3) ->
+#                                        vm2 15 pings, the frames on the segment recorded: hv2
+#                                        sends vm1 -> vm2 on B's segment (VLAN / key / VNI) with hv2's
+#                                        DVR MAC as (inner) source, hv3 the replies on A's with hv3's;
+#                                        no frame with a qr- MAC as source; hv1 (network node) sends
+#                                        none of it; the same-host pair puts no frame on the segment
 #   refenv/dvr_e2e.sh replace BIN 2 3 1  ovs-agent in place of the reference (flows compared)
-#   refenv/dvr_vlan.sh addon [OUT]       in a running environment (TestDVR's: vxlan A and B): VLAN
-#                                        networks C (VLAN_C 1103) and D (1104) added to the router,
-#                                        vm4 (C, hv2), vm5 (D, hv3), vm6 (C, hv3): segment's checks
-#                                        for them; the interfaces removed: no flow of C's router
-#                                        port left; everything of it deleted again
-#   refenv/dvr_vlan.sh run BIN OUT       all of it: up, capture (OUT/reference), segment, replace,
-#                                        dvr.sh check, segment and capture again, teardown
+#   refenv/dvr_tenant.sh addon [OUT]     in a running environment (TestDVR's: vxlan A and B):
+#                                        networks C and D of type TENANT (VLAN: VLAN_C 1103, VLAN_D
+#                                        1104) added to the router, vm4 (C, hv2), vm5 (D, hv3), vm6
+#                                        (C, hv3): segment's checks for them; the interfaces
+#                                        removed: no flow of C's router port left; everything of it
+#                                        deleted again
+#   refenv/dvr_tenant.sh run BIN OUT     all of it: up, capture (OUT/reference), segment, replace,
+#                                        dvr.sh check, segment, addon and capture again, teardown
 #
 # PASS:/FAIL: lines, exit 1 on a failure. Run under the e2e lock (flock -o /tmp/ovsagent-e2e.lock).
 set -euo pipefail
@@ -28,8 +34,10 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 export RELEASE=${RELEASE:-2026.2}
 STATE=/run/refenv/$RELEASE-dvr/dvr.env
 VMPFX=$RELEASE-dvr-; EXTNS=${VMPFX}ext
+TENANT=${TENANT:-vlan}
+case "$TENANT" in vlan|gre|geneve) ;; *) echo "dvr_tenant.sh: TENANT=$TENANT is not vlan, gre or geneve" >&2; exit 2 ;; esac
 VLAN_A=${VLAN_A:-1101}; VLAN_B=${VLAN_B:-1102}
-log() { echo "[dvr-vlan $(date +%T.%3N)] $*"; }
+log() { echo "[dvr-$TENANT $(date +%T.%3N)] $*"; }
 FAILS=0
 pass() { log "PASS: $*"; }
 fail() { log "FAIL: $*"; FAILS=$((FAILS + 1)); }
@@ -40,46 +48,61 @@ dvrmac() { mysql -N -e "SELECT LOWER(REPLACE(mac_address,'-',':')) FROM $REFENV_
 pingn() { # vm dst count interval: "sent received"
   { ip netns exec "$VMPFX$1" ping -n -q -c "$3" -i "$4" -W 1 "$2" 2>/dev/null || true; } | sed -nE 's/^([0-9]+) packets transmitted, ([0-9]+) (packets )?received.*/\1 \2/p'
 }
-sniff() { ip netns exec "$EXTNS" python3 "$HERE/dvr_sniff.py" "$1" "$2" vlan > "$3" 2>&1 & SNIFFS="${SNIFFS:-} $!"; }
+# sniff N SECS OUT: the frames hvN puts on the segment ("in") and gets from it ("out"), in
+# dvr_sniff.py's vlan / tunnel layout: <in|out> <vlan|gre|geneve>=<id> <src mac> <dst mac> <src ip> <dst ip>
+sniff() {
+  if [ "$TENANT" = vlan ]; then ip netns exec "$EXTNS" python3 "$HERE/dvr_sniff.py" "eth$1" "$2" vlan > "$3" 2>&1 &
+  else ip netns exec "${VMPFX}und" python3 "$HERE/dvr_sniff.py" "p$1" "$2" tunnel > "$3" 2>&1 &
+  fi
+  SNIFFS="${SNIFFS:-} $!"
+}
+# seglabel NET-ID: the network's segment as the sniffer prints it (vlan=1101, gre=7, geneve=12)
+seglabel() {
+  local t id
+  read -r t id < <(api "/networks/$1" | jq -r '.network | "\(."provider:network_type") \(."provider:segmentation_id")"')
+  [ "$t" = "$TENANT" ] || { log "network $1 is $t, not $TENANT" >&2; echo "none"; return 0; }
+  echo "$t=$id"
+}
 wsniff() { local p; for p in ${SNIFFS:-}; do wait "$p" || true; done; SNIFFS=""; }
 count() { awk "$1" "$2" | grep -c . || true; }
 
-segment() { # OUT [X Y Z VX VY]: X (hv2, VLAN VX) -> Y (hv3, VY) and Z (hv3, VX) -> Y; default vm1 vm2 vm3 A B
-  local out=${1:-/tmp/refenv-dvr-vlan-$RELEASE} m1 m2 m3 qr r n a b q nn sh
-  local X=${2:-vm1} Y=${3:-vm2} Z=${4:-vm3} VX=${5:-$VLAN_A} VY=${6:-$VLAN_B}
+segment() { # OUT [X Y Z NX NY]: X (hv2, network NX) -> Y (hv3, NY) and Z (hv3, NX) -> Y; default vm1 vm2 vm3 A B
+  local out=${1:-/tmp/refenv-dvr-$TENANT-$RELEASE} m1 m2 m3 qr r n a b q nn sh
   local vm1_IP vm2_IP vm3_IP vm1_HV vm2_HV vm3_HV
   mkdir -p "$out"
   . "$STATE"; [ -f "$ASTATE" ] && . "$ASTATE"
+  local X=${2:-vm1} Y=${3:-vm2} Z=${4:-vm3} NX=${5:-$NETA} NY=${6:-$NETB} LX LY
+  LX=$(seglabel "$NX"); LY=$(seglabel "$NY")
   eval "vm1_IP=\${${X}_IP} vm1_HV=\${${X}_HV} vm2_IP=\${${Y}_IP} vm2_HV=\${${Y}_HV} vm3_IP=\${${Z}_IP} vm3_HV=\${${Z}_HV}"
   m1=$(dvrmac "$(host_of 1)"); m2=$(dvrmac "$(host_of 2)"); m3=$(dvrmac "$(host_of 3)")
   qr=$(api "/ports?device_owner=network:router_interface_distributed" | jq -r '.ports[].mac_address' | paste -sd'|')
   log "DVR MACs hv1 $m1, hv2 $m2, hv3 $m3; qr- MACs $qr; $X $vm1_IP (hv$vm1_HV) $Y $vm2_IP (hv$vm2_HV) $Z $vm3_IP (hv$vm3_HV)"
   api /networks | jq -r '.networks[] | "  network \(.name) \(."provider:network_type") \(."provider:segmentation_id" // "-")"'
-  for n in 1 2 3; do sniff "eth$n" 7 "$out/ew-eth$n.txt"; done
+  for n in 1 2 3; do sniff "$n" 7 "$out/ew-hv$n.txt"; done
   sleep 1
   r=$(pingn "$X" "$vm2_IP" 20 0.2); wsniff
   log "east-west $X -> $Y across hosts: sent/received $r"
-  [ "$(cut -d' ' -f2 <<<"$r")" = 20 ] && pass "east-west across hosts on VLAN networks 20/20" || fail "east-west across hosts $r"
-  for n in 1 2 3; do log "eth$n (hv$n's br-phys): $(grep -vc '^#' "$out/ew-eth$n.txt" || true) frames"; head -3 "$out/ew-eth$n.txt" | sed 's/^/    /'; done
-  # "in" on ethN = sent by hvN
-  a=$(count "\$1==\"in\" && \$2==\"vlan=$VY\" && \$3==\"$m2\" && \$5==\"$vm1_IP\" && \$6==\"$vm2_IP\"" "$out/ew-eth2.txt")
-  b=$(count "\$1==\"in\" && \$2==\"vlan=$VX\" && \$3==\"$m3\" && \$5==\"$vm2_IP\" && \$6==\"$vm1_IP\"" "$out/ew-eth3.txt")
-  q=$(cat "$out"/ew-eth*.txt | awk '{print $3}' | grep -ciE "^($qr)$" || true)
-  nn=$(count "\$1==\"in\" && ((\$5==\"$vm1_IP\" && \$6==\"$vm2_IP\") || (\$5==\"$vm2_IP\" && \$6==\"$vm1_IP\"))" "$out/ew-eth1.txt")
-  log "segment: hv2 sent $a $X -> $Y frames on VLAN $VY with source $m2 (hv2's DVR MAC); hv3 sent $b replies on VLAN $VX with source $m3 (hv3's); $q frames with a qr- MAC as source; hv1 sent $nn of $X <-> $Y"
-  [ "$a" -ge 18 ] && [ "$b" -ge 18 ] && pass "VLAN segment: each host sends routed frames with its own DVR MAC on the destination's VLAN" || fail "VLAN segment: $a / $b frames with the DVR MACs"
-  [ "$q" = 0 ] && pass "VLAN segment: no frame with a qr- MAC as source" || fail "VLAN segment: $q frames with a qr- MAC as source"
+  [ "$(cut -d' ' -f2 <<<"$r")" = 20 ] && pass "east-west across hosts on $TENANT networks 20/20" || fail "east-west across hosts $r"
+  for n in 1 2 3; do log "hv$n's segment port: $(grep -vc '^#' "$out/ew-hv$n.txt" || true) frames"; head -3 "$out/ew-hv$n.txt" | sed 's/^/    /'; done
+  # "in" = sent by hvN
+  a=$(count "\$1==\"in\" && \$2==\"$LY\" && \$3==\"$m2\" && \$5==\"$vm1_IP\" && \$6==\"$vm2_IP\"" "$out/ew-hv2.txt")
+  b=$(count "\$1==\"in\" && \$2==\"$LX\" && \$3==\"$m3\" && \$5==\"$vm2_IP\" && \$6==\"$vm1_IP\"" "$out/ew-hv3.txt")
+  q=$(cat "$out"/ew-hv*.txt | awk '{print $3}' | grep -ciE "^($qr)$" || true)
+  nn=$(count "\$1==\"in\" && ((\$5==\"$vm1_IP\" && \$6==\"$vm2_IP\") || (\$5==\"$vm2_IP\" && \$6==\"$vm1_IP\"))" "$out/ew-hv1.txt")
+  log "segment: hv2 sent $a $X -> $Y frames on $LY with source $m2 (hv2's DVR MAC); hv3 sent $b replies on $LX with source $m3 (hv3's); $q frames with a qr- MAC as source; hv1 sent $nn of $X <-> $Y"
+  [ "$a" -ge 18 ] && [ "$b" -ge 18 ] && pass "$TENANT segment: each host sends routed frames with its own DVR MAC on the destination network's segment ($LY / $LX)" || fail "$TENANT segment: $a / $b frames with the DVR MACs"
+  [ "$q" = 0 ] && pass "$TENANT segment: no frame with a qr- MAC as source" || fail "$TENANT segment: $q frames with a qr- MAC as source"
   [ "$nn" = 0 ] && pass "the network node sent none of $X <-> $Y" || fail "the network node sent $nn frames of $X <-> $Y"
-  for n in 1 2 3; do sniff "eth$n" 5 "$out/sh-eth$n.txt"; done
+  for n in 1 2 3; do sniff "$n" 5 "$out/sh-hv$n.txt"; done
   sleep 1
   r=$(pingn "$Z" "$vm2_IP" 15 0.2); wsniff
-  sh=$(cat "$out"/sh-eth*.txt | count "(\$5==\"$vm3_IP\" && \$6==\"$vm2_IP\") || (\$5==\"$vm2_IP\" && \$6==\"$vm3_IP\")" -)
+  sh=$(cat "$out"/sh-hv*.txt | count "(\$5==\"$vm3_IP\" && \$6==\"$vm2_IP\") || (\$5==\"$vm2_IP\" && \$6==\"$vm3_IP\")" -)
   log "same host $Z -> $Y (hv3): sent/received $r; $sh frames of it on the segment"
-  [ "$(cut -d' ' -f2 <<<"$r")" = 15 ] && [ "$sh" = 0 ] && pass "same host on VLAN networks 15/15, 0 frames on the segment" || fail "same host: $r, $sh frames on the segment"
+  [ "$(cut -d' ' -f2 <<<"$r")" = 15 ] && [ "$sh" = 0 ] && pass "same host on $TENANT networks 15/15, 0 frames on the segment" || fail "same host: $r, $sh frames on the segment"
 }
 
-# ---- addon: VLAN networks C, D added to a running environment's router (TestDVR's, vxlan A/B) ----
-ASTATE=/run/refenv/$RELEASE-dvr/dvr_vlan.env
+# ---- addon: networks C, D of type TENANT added to a running environment's router (TestDVR's, vxlan A/B) ----
+ASTATE=/run/refenv/$RELEASE-dvr/dvr_tenant.env
 VLAN_C=${VLAN_C:-1103}; VLAN_D=${VLAN_D:-1104}
 apiw() { curl -sS -f -X "$1" -H 'Content-Type: application/json' -H 'X-Project-Id: demo' -d "$3" "http://127.0.0.1:$REFENV_API_PORT/v2.0$2"; }
 apid() { curl -sS -f -X DELETE -H 'X-Project-Id: demo' "http://127.0.0.1:$REFENV_API_PORT/v2.0$1" >/dev/null 2>&1 || true; }
@@ -134,18 +157,24 @@ mac_flows() { # N MAC: hvN's flows naming MAC (br-int, br-tun, br-phys)
   done
   echo "$c"
 }
-addon() { # OUT: C (VLAN_C) and D (VLAN_D) on the running scenario's router, vm4 C hv2, vm5 D hv3, vm6 C hv3
-  local out=${1:-/tmp/refenv-dvr-vlan-addon-$RELEASE} NC ND SC SD t0 ok qrc before after h c x
+# netattrs SEG: a network's provider attributes for TENANT (VLAN: physnet1, SEG; tunnels: the type only,
+# the server allocates the key/VNI)
+netattrs() {
+  if [ "$TENANT" = vlan ]; then printf '"provider:network_type":"vlan","provider:physical_network":"physnet1","provider:segmentation_id":%s' "$1"
+  else printf '"provider:network_type":"%s"' "$TENANT"; fi
+}
+addon() { # OUT: C and D (VLAN: VLAN_C, VLAN_D) on the running scenario's router, vm4 C hv2, vm5 D hv3, vm6 C hv3
+  local out=${1:-/tmp/refenv-dvr-$TENANT-addon-$RELEASE} NC ND SC SD t0 ok qrc before after h c x
   mkdir -p "$out"
   . "$STATE"
   aclean; : > "$ASTATE"
-  NC=$(apiw POST /networks "{\"network\":{\"name\":\"netc\",\"project_id\":\"demo\",\"provider:network_type\":\"vlan\",\"provider:physical_network\":\"physnet1\",\"provider:segmentation_id\":$VLAN_C}}" | jq -r .network.id)
-  ND=$(apiw POST /networks "{\"network\":{\"name\":\"netd\",\"project_id\":\"demo\",\"provider:network_type\":\"vlan\",\"provider:physical_network\":\"physnet1\",\"provider:segmentation_id\":$VLAN_D}}" | jq -r .network.id)
+  NC=$(apiw POST /networks "{\"network\":{\"name\":\"netc\",\"project_id\":\"demo\",$(netattrs "$VLAN_C")}}" | jq -r .network.id)
+  ND=$(apiw POST /networks "{\"network\":{\"name\":\"netd\",\"project_id\":\"demo\",$(netattrs "$VLAN_D")}}" | jq -r .network.id)
   { echo "NETC=$NC"; echo "NETD=$ND"; } >> "$ASTATE"
   SC=$(apiw POST /subnets "{\"subnet\":{\"name\":\"subc\",\"project_id\":\"demo\",\"network_id\":\"$NC\",\"ip_version\":4,\"cidr\":\"10.120.3.0/24\",\"enable_dhcp\":false}}" | jq -r .subnet.id)
   SD=$(apiw POST /subnets "{\"subnet\":{\"name\":\"subd\",\"project_id\":\"demo\",\"network_id\":\"$ND\",\"ip_version\":4,\"cidr\":\"10.120.4.0/24\",\"enable_dhcp\":false}}" | jq -r .subnet.id)
   { echo "SUBC=$SC"; echo "SUBD=$SD"; } >> "$ASTATE"
-  log "networks C $NC (vlan $VLAN_C), D $ND (vlan $VLAN_D) on physnet1"
+  log "networks C $NC ($(seglabel "$NC")), D $ND ($(seglabel "$ND"))"
   aplug vm4 "$NC" 2; aplug vm5 "$ND" 3; aplug vm6 "$NC" 3
   . "$ASTATE"
   t0=$(date +%s%N)
@@ -153,8 +182,8 @@ addon() { # OUT: C (VLAN_C) and D (VLAN_D) on the running scenario's router, vm4
   apiw PUT "/routers/$ROUTER/add_router_interface" "{\"subnet_id\":\"$SD\"}" >/dev/null
   ok=""; for _ in $(seq 1 90); do ip netns exec "${VMPFX}vm4" ping -c 1 -W 1 "$vm5_IP" >/dev/null 2>&1 && { ok=1; break; }; done
   log "router $ROUTER: interfaces C, D added; vm4 -> vm5 first answered after $(( ($(date +%s%N) - t0) / 1000000 )) ms ($([ -n "$ok" ] && echo ok || echo never))"
-  [ -n "$ok" ] && pass "VLAN networks added to the running router: vm4 -> vm5 answers" || fail "vm4 -> vm5 never answered after the interfaces were added"
-  segment "$out" vm4 vm5 vm6 "$VLAN_C" "$VLAN_D"
+  [ -n "$ok" ] && pass "$TENANT networks added to the running router: vm4 -> vm5 answers" || fail "vm4 -> vm5 never answered after the interfaces were added"
+  segment "$out" vm4 vm5 vm6 "$NC" "$ND"
   # the interfaces removed: no flow naming C's router port MAC is left on any host
   qrc=$(api "/ports?device_owner=network:router_interface_distributed&network_id=$NC" | jq -r '.ports[0].mac_address')
   before=""; for h in 1 2 3; do before="$before hv$h:$(mac_flows "$h" "$qrc")"; done
@@ -170,7 +199,7 @@ addon() { # OUT: C (VLAN_C) and D (VLAN_D) on the running scenario's router, vm4
 run() { # BIN OUT: the whole sequence, the environment torn down at the end (also on a failure)
   local bin=$1 out=$2 r=0
   mkdir -p "$out"
-  export TENANT=vlan NHV=3 DVR_E2E_DIR=$out/e2e
+  export TENANT NHV=3 DVR_E2E_DIR=$out/e2e
   RUN_OUT=$out  # the trap runs after run() returned: no local in it
   trap 'aclean; "$HERE/dvr_e2e.sh" teardown > "$RUN_OUT/teardown.txt" 2>&1 || true; log "torn down ($RUN_OUT/teardown.txt)"' EXIT
   "$HERE/dvr_e2e.sh" up || r=1
@@ -189,6 +218,6 @@ case "$cmd" in
   segment) segment "${1:-}" ;;
   run) run "$1" "$2" ;;
   addon) trap aclean EXIT; addon "${1:-}" ;;
-  *) echo "usage: RELEASE=2026.2 $0 segment [OUT] | addon [OUT] | run BIN OUT" >&2; exit 2 ;;
+  *) echo "usage: RELEASE=2026.2 [TENANT=vlan|gre|geneve] $0 segment [OUT] | addon [OUT] | run BIN OUT" >&2; exit 2 ;;
 esac
 [ "$FAILS" = 0 ] || { log "$FAILS failure(s)"; exit 1; }
