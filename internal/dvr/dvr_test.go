@@ -247,10 +247,15 @@ func TestGoldenAgainstReference(t *testing.T) {
 		{"three-hosts/hv1 (network node, dvr_snat, no VM)", "testdata/2026.2-three-hosts", "hv1", "refhv-2026-2-dvr", 2},
 		{"three-hosts/hv2 (dvr, vm1)", "testdata/2026.2-three-hosts", "hv2", "refhv-2026-2-dvr-hv2", 2},
 		{"three-hosts/hv3 (dvr, vm2 + floating IP, vm3)", "testdata/2026.2-three-hosts", "hv3", "refhv-2026-2-dvr-hv3", 2},
-		// the same scenario with A and B on VLAN networks of physnet1 (TENANT=vlan refenv/dvr_vlan.sh)
+		// the same scenario with A and B on VLAN networks of physnet1 (TENANT=vlan refenv/dvr_tenant.sh)
 		{"three-hosts-vlan/hv1 (network node, dvr_snat, no VM)", "testdata/2026.2-three-hosts-vlan", "hv1", "refhv-2026-2-dvr", 2},
 		{"three-hosts-vlan/hv2 (dvr, vm1)", "testdata/2026.2-three-hosts-vlan", "hv2", "refhv-2026-2-dvr-hv2", 2},
 		{"three-hosts-vlan/hv3 (dvr, vm2 + floating IP, vm3)", "testdata/2026.2-three-hosts-vlan", "hv3", "refhv-2026-2-dvr-hv3", 2},
+		// and on GRE / Geneve networks (TENANT=gre|geneve refenv/dvr_tenant.sh; agents with
+		// tunnel_types vxlan,gre,geneve)
+		{"three-hosts-gre/hv1 (network node, dvr_snat, no VM)", "testdata/2026.2-three-hosts-gre", "hv1", "refhv-2026-2-dvr", 2},
+		{"three-hosts-gre/hv2 (dvr, vm1)", "testdata/2026.2-three-hosts-gre", "hv2", "refhv-2026-2-dvr-hv2", 2},
+		{"three-hosts-gre/hv3 (dvr, vm2 + floating IP, vm3)", "testdata/2026.2-three-hosts-gre", "hv3", "refhv-2026-2-dvr-hv3", 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
