@@ -256,6 +256,9 @@ func TestGoldenAgainstReference(t *testing.T) {
 		{"three-hosts-gre/hv1 (network node, dvr_snat, no VM)", "testdata/2026.2-three-hosts-gre", "hv1", "refhv-2026-2-dvr", 2},
 		{"three-hosts-gre/hv2 (dvr, vm1)", "testdata/2026.2-three-hosts-gre", "hv2", "refhv-2026-2-dvr-hv2", 2},
 		{"three-hosts-gre/hv3 (dvr, vm2 + floating IP, vm3)", "testdata/2026.2-three-hosts-gre", "hv3", "refhv-2026-2-dvr-hv3", 2},
+		{"three-hosts-geneve/hv1 (network node, dvr_snat, no VM)", "testdata/2026.2-three-hosts-geneve", "hv1", "refhv-2026-2-dvr", 2},
+		{"three-hosts-geneve/hv2 (dvr, vm1)", "testdata/2026.2-three-hosts-geneve", "hv2", "refhv-2026-2-dvr-hv2", 2},
+		{"three-hosts-geneve/hv3 (dvr, vm2 + floating IP, vm3)", "testdata/2026.2-three-hosts-geneve", "hv3", "refhv-2026-2-dvr-hv3", 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -21,13 +21,18 @@ const dvrCaptures = "../../docs/reference/captures-2026.2/dvr"
 
 var dvrHosts = []string{"one-host", "two-hosts/hv1", "two-hosts/hv2",
 	"three-hosts/hv1", "three-hosts/hv2", "three-hosts/hv3",
-	"three-hosts-vlan/hv1", "three-hosts-vlan/hv2", "three-hosts-vlan/hv3"}
+	"three-hosts-vlan/hv1", "three-hosts-vlan/hv2", "three-hosts-vlan/hv3",
+	"three-hosts-gre/hv1", "three-hosts-gre/hv2", "three-hosts-gre/hv3",
+	"three-hosts-geneve/hv1", "three-hosts-geneve/hv2", "three-hosts-geneve/hv3"}
 
-var tunPortName = regexp.MustCompile(`^vxlan-([0-9a-f]{8})$`)
+// the tunnel ports' names (<type>-<remote IP in hex>)
+var tunPortName = regexp.MustCompile(`^(vxlan|gre|geneve)-([0-9a-f]{8})$`)
 
 // dvrCaptureState builds the base pipeline's State of one DVR capture: the
-// bridges' patch ports, the tunnel ports (remote IP from the port name), and
-// the networks with their local VLANs as the reference tagged them in OVSDB.
+// bridges' patch ports, the tunnel ports (type and remote IP from the port
+// name), and the networks with their local VLANs as the reference tagged them
+// in OVSDB. The captures with GRE or Geneve tenant networks were taken with
+// tunnel_types vxlan,gre,geneve (refenv/dvr.sh), the older ones with vxlan.
 func dvrCaptureState(t *testing.T, dir string, distributed bool) *State {
 	t.Helper()
 	intPorts := parseOfctlShow(t, dir, "ofctl-show-br-int.txt")
@@ -36,24 +41,12 @@ func dvrCaptureState(t *testing.T, dir string, distributed bool) *State {
 	s := NewState(Config{
 		FirewallDriver: FirewallOpenvSwitch, EnableSecurityGroup: true,
 		L2Population: true, ARPResponder: false, // forced on by DVR with tunnels
-		TunnelTypes: []NetworkType{TypeVXLAN}, Distributed: distributed,
+		TunnelTypes: tunnelTypesOf(dir), Distributed: distributed,
 	})
 	s.Int = IntBridge{Name: "br-int", Cookie: 0x1, PatchTunOfport: intPorts["patch-tun"]}
 	s.Tun = &TunBridge{Name: "br-tun", Cookie: 0x2, PatchIntOfport: tunPorts["patch-int"]}
 	s.Phys["physnet1"] = &PhysBridge{Bridge: "br-phys", Cookie: 0x3,
 		IntOfport: intPorts["int-br-phys"], PhysOfport: physPorts["phy-br-phys"]}
-	for name, ofport := range tunPorts {
-		m := tunPortName.FindStringSubmatch(name)
-		if m == nil {
-			continue
-		}
-		b, err := hex.DecodeString(m[1])
-		if err != nil {
-			t.Fatal(err)
-		}
-		ip := netip.AddrFrom4([4]byte(b))
-		s.Tunnels[TunnelKey{ip, TypeVXLAN}] = &Tunnel{RemoteIP: ip, Type: TypeVXLAN, Ofport: ofport}
-	}
 	for _, p := range parseOvsdbPorts(t, dir) {
 		oc := p.OtherConfig
 		if oc["net_uuid"] == "" {
@@ -76,10 +69,40 @@ func dvrCaptureState(t *testing.T, dir string, distributed bool) *State {
 		}
 		s.Networks[key] = n
 	}
+	used := map[NetworkType]bool{}
+	for _, n := range s.Networks {
+		used[n.Type] = true
+	}
+	for name, ofport := range tunPorts {
+		m := tunPortName.FindStringSubmatch(name)
+		if m == nil {
+			continue
+		}
+		b, err := hex.DecodeString(m[2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		ip, typ := netip.AddrFrom4([4]byte(b)), NetworkType(m[1])
+		if !used[typ] {
+			// left in the OVSDB by an earlier run of another tenant type (the geneve
+			// capture keeps the gre run's ports): the reference neither uses nor removes
+			// them (no flow), ovs-agent removes them; l2population never asked for them
+			continue
+		}
+		s.Tunnels[TunnelKey{ip, typ}] = &Tunnel{RemoteIP: ip, Type: typ, Ofport: ofport}
+	}
 	if len(s.Networks) == 0 {
 		t.Fatalf("%s: no networks in ovsdb-Port.txt", dir)
 	}
 	return s
+}
+
+// tunnelTypesOf: the agents' tunnel_types when capture dir was taken.
+func tunnelTypesOf(dir string) []NetworkType {
+	if strings.Contains(dir, "three-hosts-gre") || strings.Contains(dir, "three-hosts-geneve") {
+		return []NetworkType{TypeVXLAN, TypeGRE, TypeGeneve}
+	}
+	return []NetworkType{TypeVXLAN}
 }
 
 // dvrOwnedLine: the lines internal/dvr produces (docs/dvr.md, "The flows").
