@@ -396,8 +396,11 @@ func explain(ctx context.Context, cfg *config.Config, log *slog.Logger, portID s
 	cache := neutron.NewCache(neutron.CacheOptions{Puller: client})
 	srv := &agent.NeutronServer{Client: client, Cache: cache, Host: cfg.Default.Host}
 	devs, failed, err := srv.Devices(ctx, []string{portID}, true)
-	if err != nil || len(failed) > 0 {
-		return fmt.Errorf("explain %s: device details from the server: %v", portID, err)
+	if err == nil {
+		err = failed[portID]
+	}
+	if err != nil {
+		return fmt.Errorf("explain %s: device details from the server: %w", portID, err)
 	}
 	dev := devs[portID]
 	opt := agentOptions(cfg)

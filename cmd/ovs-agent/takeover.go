@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -235,8 +236,11 @@ func readTakeoverInputs(ctx context.Context, cfg *config.Config, log *slog.Logge
 	}
 	srv := &agent.NeutronServer{Client: client, Cache: cache, Host: cfg.Default.Host}
 	devs, failed, err := srv.Devices(ctx, ids, true)
-	if err != nil || len(failed) > 0 {
-		return nil, fmt.Errorf("device details from the server (%d ports failed): %v", len(failed), err)
+	if err == nil && len(failed) > 0 {
+		err = failed[slices.Sorted(maps.Keys(failed))[0]] // the first, as an example
+	}
+	if err != nil {
+		return nil, fmt.Errorf("device details from the server (%d ports failed): %w", len(failed), err)
 	}
 	in.Devices = devs
 	sgs := map[string]bool{}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -165,24 +166,59 @@ func (s *NeutronServer) TunnelSync(ctx context.Context, ip, typ string) ([]Tunne
 }
 
 // Devices implements Cache: one bulk_pull for the ports not cached (all of
-// them when fresh), one for their networks.
-func (s *NeutronServer) Devices(ctx context.Context, ids []string, fresh bool) (map[string]Device, []string, error) {
+// them when fresh), one for their networks. The cache tells a pull that
+// failed (neutron.ErrUnavailable: ErrDetailsUnavailable here) from an
+// answer that was no use.
+func (s *NeutronServer) Devices(ctx context.Context, ids []string, fresh bool) (map[string]Device, map[string]error, error) {
 	s.awaitPrefetch(ctx)
+	var stale []neutron.BadObject
 	if fresh {
 		if err := s.refreshPorts(ctx, ids); err != nil {
-			return nil, nil, fmt.Errorf("neutron: refresh ports: %w", err)
+			bad, failed := neutron.SplitPullError(err)
+			if failed {
+				return nil, nil, fmt.Errorf("%w: neutron: refresh ports: %w", ErrDetailsUnavailable, err)
+			}
+			stale = bad
 		}
 	} else {
 		s.loadUncached(ctx, ids)
 	}
 	// Fills we ask for are flagged agentRestarted: their cache events are
 	// the answer to this call, not news (see NotifyFromCache).
-	details, failed := s.Cache.DevicesDetails(ctx, ids, s.Host, true)
+	details, failedN := s.Cache.DevicesDetails(ctx, ids, s.Host, true)
+	failed := make(map[string]error, len(failedN))
+	for id, err := range failedN {
+		failed[id] = detailsReason(err)
+	}
+	// A port whose refreshed object could not be decoded may still have an
+	// older copy cached: details from it would be stale.
+	asked := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		asked[id] = true
+	}
+	for _, b := range stale {
+		if asked[b.ID] {
+			failed[b.ID] = fmt.Errorf("%w: device %s: refreshed port could not be decoded: %w", ErrDetailsUndecodable, b.ID, b.Err)
+		}
+	}
 	out := make(map[string]Device, len(details))
 	for _, d := range details {
-		out[d.Device] = deviceOf(d)
+		if failed[d.Device] == nil {
+			out[d.Device] = deviceOf(d)
+		}
 	}
 	return out, failed, nil
+}
+
+// detailsReason is the reason Devices gives for a port the cache failed.
+func detailsReason(err error) error {
+	switch {
+	case errors.Is(err, neutron.ErrUnavailable):
+		return fmt.Errorf("%w: %w", ErrDetailsUnavailable, err)
+	case errors.Is(err, neutron.ErrBadReply):
+		return fmt.Errorf("%w: %w", ErrDetailsUndecodable, err)
+	}
+	return err
 }
 
 // refreshSample is how many ports refreshPorts pulls first to learn their
@@ -221,12 +257,16 @@ func (s *NeutronServer) uncachedPorts(ids []string) []string {
 // restart's time to in sync). So: a small
 // sample by id, its groups' members by group, then by id only the ports
 // those did not bring.
+//
+// Objects that could not be decoded (neutron.SplitPullError) do not stop
+// the refresh of the others; they are in the error returned.
 func (s *NeutronServer) refreshPorts(ctx context.Context, ids []string) error {
 	if len(ids) <= refreshSample {
 		return s.Cache.Fill(ctx, neutron.TypePort, neutron.Filter{"id": ids}, true)
 	}
-	if err := s.Cache.Fill(ctx, neutron.TypePort, neutron.Filter{"id": ids[:refreshSample]}, true); err != nil {
-		return err
+	sampleErr := s.Cache.Fill(ctx, neutron.TypePort, neutron.Filter{"id": ids[:refreshSample]}, true)
+	if _, failed := neutron.SplitPullError(sampleErr); failed {
+		return sampleErr
 	}
 	sgs := map[string]bool{}
 	for _, id := range ids[:refreshSample] {
@@ -272,9 +312,9 @@ func (s *NeutronServer) refreshPorts(ctx context.Context, ids []string) error {
 		}
 	}
 	if len(rest) == 0 {
-		return nil
+		return sampleErr
 	}
-	return s.Cache.Fill(ctx, neutron.TypePort, neutron.Filter{"id": rest}, true)
+	return errors.Join(sampleErr, s.Cache.Fill(ctx, neutron.TypePort, neutron.Filter{"id": rest}, true))
 }
 
 func deviceOf(d neutron.DeviceDetails) Device {

@@ -273,7 +273,7 @@ func TestDevicesWaitsForPrefetch(t *testing.T) {
 	<-g.held
 	type result struct {
 		devs   map[string]Device
-		failed []string
+		failed map[string]error
 		err    error
 	}
 	got := make(chan result, 1)

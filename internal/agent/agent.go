@@ -167,7 +167,6 @@ type Agent struct {
 	reportStart   atomic.Bool // next report carries start_flag
 	reportNow     chan struct{}
 	devices       atomic.Int64
-	serverAnswers atomic.Bool // the last RPC but get_device_details succeeded (see refuseDetails)
 	syncFlag      atomic.Bool
 	lastBatchSent time.Time
 	lastBatchEnd  time.Time       // when the loop's last batch returned (zero: none yet)
@@ -630,11 +629,6 @@ func layoutEqual(a, b BridgeLayout) bool {
 }
 
 func (a *Agent) observeRPC(method string, d time.Duration, err error) {
-	if method != "get_device_details" {
-		// Ports failing in a details call say nothing of the server: the
-		// cache answers a pull that failed with failed ports too.
-		a.serverAnswers.Store(err == nil)
-	}
 	if a.opt.RecordRPC {
 		a.d.Metrics.ObserveRPC(method, d, err)
 	}

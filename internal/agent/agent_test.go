@@ -56,15 +56,29 @@ func start(t *testing.T, sw *fakeSwitch, fl *fakeFlows, srv *fakeServer, opt Opt
 // startWithClock is start with Deps.Now = now (time.Now when nil).
 func startWithClock(t *testing.T, sw *fakeSwitch, fl *fakeFlows, srv *fakeServer, opt Options, now func() time.Time) *harness {
 	t.Helper()
+	return startWithCache(t, sw, fl, srv, opt, now, srv, nil)
+}
+
+// startWithCache is startWithClock with cache as the agent's Cache (the
+// details: srv stays the rest of the server) and inspect, when set, run on
+// the loop after each batch (it may read the agent's state).
+func startWithCache(t *testing.T, sw *fakeSwitch, fl *fakeFlows, srv *fakeServer, opt Options, now func() time.Time,
+	cache Cache, inspect func(*Agent)) *harness {
+	t.Helper()
 	h := &harness{t: t, sw: sw, fl: fl, srv: srv, m: metrics.New(), batches: make(chan bool, 1), done: make(chan error, 1)}
-	h.a = newTestAgent(opt, Deps{Switch: sw, Flows: fl, Plugin: srv, Cache: srv, Reporter: srv, Metrics: h.m, Log: testLogger(),
+	var a *Agent
+	a = newTestAgent(opt, Deps{Switch: sw, Flows: fl, Plugin: srv, Cache: cache, Reporter: srv, Metrics: h.m, Log: testLogger(),
 		Now: now,
 		AfterBatch: func(bool) {
+			if inspect != nil {
+				inspect(a)
+			}
 			select {
 			case h.batches <- true:
 			default:
 			}
 		}})
+	h.a = a
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	go func() { h.done <- h.a.Run(ctx) }()

@@ -211,38 +211,26 @@ func (a *Agent) fetchDetails(ctx context.Context) {
 	sort.Strings(ids)
 	start := time.Now()
 	devs, failed, err := a.d.Cache.Devices(ctx, ids, a.fresh)
-	a.observeRPC("get_device_details", time.Since(start), err)
+	took := time.Since(start)
 	got := a.now()
-	// The server answered, and refused these ports: it returned details
-	// for others in this call, or answers other calls.
-	answered := err == nil && (len(devs) > 0 || a.serverAnswers.Load())
-	if err == nil && len(failed) == len(ids) {
-		err = errors.New("no device details")
-	}
 	if err != nil {
-		failed = ids
+		failed = make(map[string]error, len(ids))
+		for _, id := range ids {
+			failed[id] = fmt.Errorf("%w: %w", ErrDetailsUnavailable, err)
+		}
 	}
-	if len(failed) > 0 {
-		for _, id := range failed {
-			p := a.ports[id]
-			p.retry.fail(now, a.backoff)
-			if answered {
-				a.refuseDetails(p)
-			}
-		}
-		a.log.Warn("agent: device details unavailable; dataplane left as it is, retrying", "ports", len(failed), "err", errString(err))
-		if err != nil {
-			return
-		}
+	outage, nfailed := a.detailsFailed(ids, failed, now)
+	if err == nil {
+		err = outage
+	}
+	a.observeRPC("get_device_details", took, err)
+	if nfailed == len(ids) {
+		return // nothing learnt: a fresh fetch stays fresh
 	}
 	fresh := a.fresh
 	a.fresh = false
-	bad := map[string]bool{}
-	for _, id := range failed {
-		bad[id] = true
-	}
 	for _, id := range ids {
-		if bad[id] {
+		if failed[id] != nil {
 			continue
 		}
 		p := a.ports[id]
@@ -257,6 +245,55 @@ func (a *Agent) fetchDetails(ctx context.Context) {
 		p.refusals = 0
 		p.dirty = true
 	}
+}
+
+// detailsFailed puts the ports of ids that failed in the details call in
+// back-off; it returns the first outage's error and how many failed. A
+// port the server's answer did not come for (ErrDetailsUnavailable: a pull
+// failed or timed out, while the server may well answer other calls) is no
+// refusal: its dataplane is left as it is and it keeps holding back the
+// sweep, as the reference retries its failed devices next loop without
+// touching them. Any other reason is the server's answer, one the port
+// cannot be wired with: a refusal (refuseDetails). An object the server
+// sent that could not be decoded counts as one too: the server answered,
+// and an answer the agent cannot read will not read better on a retry; the
+// sweep must not wait for it forever (the other ports of its reply are
+// wired: neutron.BadObjectsError).
+func (a *Agent) detailsFailed(ids []string, failed map[string]error, now time.Time) (outage error, n int) {
+	var unavailable, refused int
+	var refusal error
+	for _, id := range ids {
+		reason := failed[id]
+		if reason == nil {
+			continue
+		}
+		p := a.ports[id]
+		p.retry.fail(now, a.backoff)
+		if errors.Is(reason, ErrDetailsUnavailable) {
+			unavailable++
+			if outage == nil {
+				outage = reason
+			}
+			continue
+		}
+		if errors.Is(reason, ErrDetailsUndecodable) {
+			a.d.Metrics.IncMalformed("port-details", "undecodable")
+		}
+		refused++
+		if refusal == nil {
+			refusal = reason
+		}
+		a.refuseDetails(p)
+	}
+	if unavailable > 0 {
+		a.log.Warn("agent: device details unavailable, the server's answer did not come (an outage, not a refusal); dataplane left as it is, stale flows kept, retrying",
+			"ports", unavailable, "err", outage)
+	}
+	if refused > 0 {
+		a.log.Warn("agent: the server answered without usable device details; retrying",
+			"ports", refused, "err", refusal)
+	}
+	return outage, unavailable + refused
 }
 
 // refuseDetails counts a refusal of p's details. When the port gives up

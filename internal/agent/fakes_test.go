@@ -370,7 +370,7 @@ type fakeServer struct {
 	onUDLStart   func(refresh bool) // called when an UpdateDeviceList call arrives, before the gate
 	refuse       map[string]bool    // ports whose details Devices fails (the server answering)
 	refused      map[string]int     // … how often it did, per port
-	downAsFailed bool               // when down, Devices fails every port without an error, as the cache does when its pulls fail
+	downAsFailed bool               // when down, Devices fails every port as unavailable without an error, as the cache does when its pulls fail
 }
 
 // outNow returns the calls in the server now and the most at once since
@@ -481,27 +481,31 @@ func (s *fakeServer) UpdateDeviceList(ctx context.Context, up, down []string, re
 	return r, nil
 }
 
-func (s *fakeServer) Devices(_ context.Context, ids []string, _ bool) (map[string]Device, []string, error) {
+func (s *fakeServer) Devices(_ context.Context, ids []string, _ bool) (map[string]Device, map[string]error, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.onDevices != nil {
 		s.onDevices()
 	}
 	if s.TunnelServer.Down() && s.downAsFailed {
-		return map[string]Device{}, append([]string(nil), ids...), nil
+		failed := map[string]error{}
+		for _, id := range ids {
+			failed[id] = fmt.Errorf("%w: %w", ErrDetailsUnavailable, errDown)
+		}
+		return map[string]Device{}, failed, nil
 	}
 	if s.TunnelServer.Down() {
 		return nil, nil, errDown
 	}
 	out := map[string]Device{}
-	var failed []string
+	failed := map[string]error{}
 	for _, id := range ids {
 		if s.refuse[id] {
 			if s.refused == nil {
 				s.refused = map[string]int{}
 			}
 			s.refused[id]++
-			failed = append(failed, id)
+			failed[id] = errors.New("fake server: no ACTIVE binding")
 			continue
 		}
 		if d, ok := s.devices[id]; ok {

@@ -12,6 +12,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/ovsagent/ovsagent/internal/feature"
@@ -225,9 +226,24 @@ type AddressPair struct{ MAC, IP string }
 // OVOs, pulling misses from the server in bulk.
 type Cache interface {
 	// Devices returns details of the given ports. A port the server does not
-	// know is absent from devs or returned with Bound false; ports whose
-	// details could not be had (server unreachable) are in failed and are
-	// retried. fresh bypasses the cache (full resync: notifications may have
-	// been lost). An error fails every port.
-	Devices(ctx context.Context, ids []string, fresh bool) (devs map[string]Device, failed []string, err error)
+	// know is absent from devs or returned with Bound false; a port whose
+	// details could not be had is in failed with the reason, retried: one
+	// wrapping ErrDetailsUnavailable when the server's answer did not come
+	// (an outage), else the server's answer for it, which was no use (a
+	// refusal; ErrDetailsUndecodable when it could not be decoded). fresh
+	// bypasses the cache (full resync: notifications may have been lost). An
+	// error fails every port, as unavailable.
+	Devices(ctx context.Context, ids []string, fresh bool) (devs map[string]Device, failed map[string]error, err error)
 }
+
+// ErrDetailsUnavailable is wrapped by the reason of a port whose details
+// could not be had because the server's answer did not come: a pull failed
+// or timed out, the broker is down, the server raised an error. That says
+// nothing about the port (the server may answer report_state meanwhile: a
+// partial outage): it is retried with back-off, its dataplane left as it
+// is, and it keeps holding back the stale-flow sweep; it is no refusal.
+var ErrDetailsUnavailable = errors.New("device details unavailable")
+
+// ErrDetailsUndecodable is wrapped by the reason of a port whose port or
+// network object the server returned in a form that could not be decoded.
+var ErrDetailsUndecodable = errors.New("device details undecodable")

@@ -64,8 +64,9 @@ type portRec struct {
 	gen      uint64 // bumped when want changes; a reply applies only to the wish it answered
 	inflight bool   // in an update_device_list call now
 	retry    retry  // details and report back-off
-	// refusals counts the details calls in a row that failed this port
-	// while the server was answering (refuseDetails).
+	// refusals counts the details calls in a row whose answer for this
+	// port was no use (refuseDetails); a call the answer did not come for
+	// (ErrDetailsUnavailable) is none.
 	refusals int
 }
 

@@ -1,10 +1,13 @@
 package agent
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/ovsagent/ovsagent/internal/neutron"
 	"github.com/ovsagent/ovsagent/internal/openflow"
 	"github.com/ovsagent/ovsagent/internal/pipeline"
 )
@@ -140,4 +143,185 @@ func TestTakeoverServerDownKeepsDataplane(t *testing.T) {
 	if own := fl.owners("br-int"); own[""] != 0 {
 		t.Errorf("%d stale flows left", own[""])
 	}
+}
+
+// takeoverPuller is the server's bulk_pull for the ports of twoPortTakeover
+// (p1, p2 on net-a, VXLAN 100, bound to "me"), under a real cache
+// (NeutronServer): fail makes every pull fail as a timed-out call does,
+// bad names ports whose object comes back undecodable, the others of the
+// reply as usual.
+type takeoverPuller struct {
+	mu    sync.Mutex
+	fail  bool
+	bad   map[string]bool
+	pulls int // Port pulls
+}
+
+func (p *takeoverPuller) BulkPull(_ context.Context, rtype string, f neutron.Filter) ([]neutron.Resource, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if rtype == neutron.TypePort {
+		p.pulls++
+	}
+	if p.fail {
+		return nil, errors.New("fake bulk_pull: MessagingTimeout: timed out waiting for a reply")
+	}
+	switch rtype {
+	case neutron.TypeNetwork:
+		return []neutron.Resource{&neutron.Network{ID: "net-a", MTU: 1450, RevisionNumber: 1}}, nil
+	case neutron.TypePort:
+	default:
+		return nil, nil
+	}
+	var out []neutron.Resource
+	var bad []neutron.BadObject
+	for _, id := range f["id"] {
+		switch {
+		case p.bad[id]:
+			bad = append(bad, neutron.BadObject{ID: id, Err: errors.New("ovo: Port 1.7: fixed_ips: not a list")})
+		case id == "p1" || id == "p2":
+			out = append(out, takeoverPort(id))
+		}
+	}
+	if len(bad) > 0 {
+		return out, &neutron.BadObjectsError{Type: rtype, Objects: bad}
+	}
+	return out, nil
+}
+
+func (p *takeoverPuller) set(fn func(p *takeoverPuller)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fn(p)
+}
+
+func (p *takeoverPuller) portPulls() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pulls
+}
+
+// takeoverPort is p1 or p2 of twoPortTakeover as the server's Port object.
+func takeoverPort(id string) *neutron.Port {
+	seg := 100
+	n := id[len(id)-1:]
+	return &neutron.Port{ID: id, NetworkID: "net-a", MACAddress: "fa:16:3e:00:00:0" + n, AdminStateUp: true,
+		DeviceID: "vm-" + id, DeviceOwner: "compute:nova", Status: "DOWN", RevisionNumber: 1,
+		Bindings: []neutron.PortBinding{{PortID: id, Host: "me", VIFType: "ovs", VNICType: "normal", Status: neutron.BindingActive}},
+		BindingLevels: []neutron.PortBindingLevel{{PortID: id, Host: "me", Driver: "openvswitch", SegmentID: "seg-a",
+			Segment: &neutron.NetworkSegment{ID: "seg-a", NetworkID: "net-a", NetworkType: "vxlan", SegmentationID: &seg}}},
+		FixedIPs: []neutron.IPAllocation{{SubnetID: "s", IPAddress: "10.0.0.1" + n}}}
+}
+
+// sweepWatch records whether br-int was swept and the most refusals any
+// port had after a batch.
+type sweepWatch struct {
+	mu          sync.Mutex
+	swept       bool
+	maxRefusals int
+}
+
+func (w *sweepWatch) inspect(a *Agent) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range a.ports {
+		w.maxRefusals = max(w.maxRefusals, p.refusals)
+	}
+}
+
+func (w *sweepWatch) onSweep(br string) {
+	if br == "br-int" {
+		w.mu.Lock()
+		w.swept = true
+		w.mu.Unlock()
+	}
+}
+
+func (w *sweepWatch) get() (swept bool, maxRefusals int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.swept, w.maxRefusals
+}
+
+// TestPullOutageIsNoRefusal: the server answers tunnel_sync and
+// report_state but its bulk_pulls time out (a partial outage: one server
+// of several stuck, its RPC workers busy). The cache fails the ports'
+// details; that is no refusal: for many more than detailsGiveUp rounds
+// the ports keep their tags and the previous run's flows stay (the sweep
+// is held), nobody's refusal count moves. Once the pulls answer, both are
+// wired as usual and the sweep goes.
+func TestPullOutageIsNoRefusal(t *testing.T) {
+	sw, fl, srv := twoPortTakeover(t)
+	pl := &takeoverPuller{fail: true}
+	ns := &NeutronServer{Cache: neutron.NewCache(neutron.CacheOptions{Puller: pl}), Host: "me"}
+	w := &sweepWatch{}
+	fl.onSweep = w.onSweep
+	h := startWithCache(t, sw, fl, srv, testOpts(true), nil, ns, w.inspect)
+	sw.snapshot()
+	rounds := 4 * detailsGiveUp
+	h.waitFor("the ports' pulls failed many times", func() bool { return pl.portPulls() >= rounds })
+	if srv.Calls() == 0 {
+		t.Fatal("tunnel_sync not answered: the server is not partly up")
+	}
+	swept, refusals := w.get()
+	if swept || refusals != 0 {
+		t.Errorf("after %d failed pulls: br-int swept %v, refusals %d; want no sweep, no refusal", pl.portPulls(), swept, refusals)
+	}
+	if own := fl.owners("br-int"); own[""] != 3 {
+		t.Errorf("%d of the previous run's 3 flows left during the outage:\n%s", own[""], strings.Join(fl.dump("br-int"), "\n"))
+	}
+	if sw.tag("tap1") != 3 || sw.tag("tap2") != 3 || sw.writes != 0 {
+		t.Errorf("ports re-tagged during the outage: %d, %d (%d writes)", sw.tag("tap1"), sw.tag("tap2"), sw.writes)
+	}
+	if fl.has("br-int", "in_port=11 actions=drop") || fl.has("br-int", "in_port=12 actions=drop") {
+		t.Errorf("a port wired dead during the outage:\n%s", strings.Join(fl.dump("br-int"), "\n"))
+	}
+	if h.inSync() {
+		t.Errorf("in sync without details")
+	}
+
+	pl.set(func(p *takeoverPuller) { p.fail = false })
+	h.waitFor("both ports wired once the pulls answer", func() bool {
+		return srv.status("p1") == "ACTIVE" && srv.status("p2") == "ACTIVE" && h.inSync()
+	})
+	if sw.tag("tap1") != 3 || sw.tag("tap2") != 3 {
+		t.Errorf("tags %d, %d after the outage, want 3", sw.tag("tap1"), sw.tag("tap2"))
+	}
+	own := fl.owners("br-int")
+	if own[""] != 0 || own[pipeline.OwnerPort("p1")] == 0 || own[pipeline.OwnerPort("p2")] == 0 {
+		t.Errorf("after the outage: owners %v", own)
+	}
+	if swept, refusals := w.get(); !swept || refusals != 0 {
+		t.Errorf("after the outage: swept %v, refusals %d", swept, refusals)
+	}
+}
+
+// TestUndecodablePortDoesNotHoldTheBatch: the server's reply to the batch's
+// bulk_pull has p2's object in a form that cannot be decoded. p1, in the
+// same reply, is wired; p2 is the server's answer, one without usable
+// details: refused (counted as malformed), wired dead after detailsGiveUp,
+// and the sweep is not held for it. Once its object decodes, it is wired.
+func TestUndecodablePortDoesNotHoldTheBatch(t *testing.T) {
+	sw, fl, srv := twoPortTakeover(t)
+	pl := &takeoverPuller{bad: map[string]bool{"p2": true}}
+	ns := &NeutronServer{Cache: neutron.NewCache(neutron.CacheOptions{Puller: pl}), Host: "me"}
+	w := &sweepWatch{}
+	fl.onSweep = w.onSweep
+	h := startWithCache(t, sw, fl, srv, testOpts(true), nil, ns, w.inspect)
+	sw.snapshot()
+	// refusals is read after a batch: the one that gave p2 up has ended.
+	h.waitFor("p1 wired, p2 refused detailsGiveUp times, br-int swept", func() bool {
+		swept, refusals := w.get()
+		return srv.status("p1") == "ACTIVE" && swept && refusals >= detailsGiveUp
+	})
+	if sw.tag("tap1") != 3 || sw.tag("tap2") != DeadVLAN {
+		t.Errorf("tags %d, %d; want p1 on 3, p2 dead", sw.tag("tap1"), sw.tag("tap2"))
+	}
+	if n := h.m.AppendText(nil); !strings.Contains(string(n), `ovsagent_malformed_messages_total{reason="undecodable",topic="port-details"}`) {
+		t.Errorf("the undecodable object not counted as malformed")
+	}
+	pl.set(func(p *takeoverPuller) { p.bad = nil })
+	h.waitFor("p2 wired once its object decodes", func() bool {
+		return sw.tag("tap2") == 3 && srv.status("p2") == "ACTIVE" && h.inSync()
+	})
 }

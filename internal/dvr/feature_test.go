@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"log/slog"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -16,27 +14,8 @@ import (
 	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/neutron"
 	of "github.com/ovsagent/ovsagent/internal/openflow"
+	"github.com/ovsagent/ovsagent/internal/testing/fakes"
 )
-
-type fakeHost struct {
-	layout  feature.BridgeLayout
-	touched []string
-	events  []any
-}
-
-func (h *fakeHost) Touch(o ...string)                       { h.touched = append(h.touched, o...) }
-func (h *fakeHost) Layout() feature.BridgeLayout            { return h.layout }
-func (h *fakeHost) Cookie(string) uint64                    { return 0 }
-func (h *fakeHost) Log() *slog.Logger                       { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-func (h *fakeHost) Notify(d any)                            { h.events = append(h.events, d) }
-func (h *fakeHost) Now() time.Time                          { return time.Unix(0, 0) }
-func (h *fakeHost) Backoff(int) time.Duration               { return time.Second }
-func (h *fakeHost) ObserveRPC(string, time.Duration, error) {}
-func (h *fakeHost) reset()                                  { h.touched, h.events = nil, nil }
-func (h *fakeHost) wasTouched() bool                        { return len(h.touched) > 0 }
-func (h *fakeHost) String() string                          { return strings.Join(h.touched, ",") }
-func (h *fakeHost) lastEvent() any                          { return h.events[len(h.events)-1] }
-func (h *fakeHost) hasEvents() bool                         { return len(h.events) > 0 }
 
 type subnetCall struct {
 	subnet   string
@@ -71,12 +50,12 @@ func (r *fakeRPC) GetSubnetForDVR(_ context.Context, id string, ips []neutron.DV
 // featureFixture builds, from a capture, the feature as the agent would feed
 // it (ports wired with their network's local VLAN, the cache's ports, the
 // server's answers) and the golden State of the same capture.
-func featureFixture(t *testing.T, dir, hv, host string) (*Feature, *fakeHost, *fakeRPC, *State) {
+func featureFixture(t *testing.T, dir, hv, host string) (*Feature, *fakes.Host, *fakeRPC, *State) {
 	t.Helper()
 	hvDir := filepath.Join(dir, hv)
 	golden := captureState(t, dir, hvDir, host)
 	intP, tunP, physP := ofports(t, hvDir, "br-int"), ofports(t, hvDir, "br-tun"), ofports(t, hvDir, "br-phys")
-	h := &fakeHost{layout: feature.BridgeLayout{Integration: "br-int", Tunnel: "br-tun",
+	h := &fakes.Host{Clock: time.Unix(0, 0), Bridges: feature.BridgeLayout{Integration: "br-int", Tunnel: "br-tun",
 		PatchTun: intP["patch-tun"], PatchInt: tunP["patch-int"],
 		Physical: map[string]feature.PhysBridge{"physnet1": {Bridge: "br-phys", IntOFPort: intP["int-br-phys"], PhyOFPort: physP["phy-br-phys"]}}}}
 
@@ -180,11 +159,11 @@ func TestFeatureAgainstCaptures(t *testing.T) {
 			if got := featureFlows(t, f); len(got) != 0 {
 				t.Fatalf("flows before this host's DVR MAC is known: %v", got)
 			}
-			h.reset()
+			h.Reset()
 			if err := f.Sync(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			if !h.wasTouched() {
+			if !h.AnyTouched() {
 				t.Fatal("Sync learnt the MACs and subnets but touched nothing")
 			}
 			conf := map[string]any{}
@@ -246,15 +225,16 @@ func TestFeatureMACUpdate(t *testing.T) {
 		if _, err := eps[0].Methods["dvr_mac_address_update"](context.Background(), &neutron.Request{Method: "dvr_mac_address_update", Args: json.RawMessage(args)}); err != nil {
 			t.Fatal(err)
 		}
-		if !h.hasEvents() {
+		evs := h.Events()
+		if len(evs) == 0 {
 			t.Fatal("no Notify")
 		}
-		f.HandleEvent(h.lastEvent())
+		f.HandleEvent(evs[len(evs)-1])
 	}
-	h.reset()
+	h.Reset()
 	upd := `{"dvr_macs": [{"host": "refhv-2026-2-dvr", "mac_address": "FA-16-3F-8E-8E-11"}, {"host": "hv9", "mac_address": "FA-16-3F-00-00-99"}]}`
 	call(upd)
-	if f.others != nil || h.wasTouched() {
+	if f.others != nil || h.AnyTouched() {
 		t.Fatalf("update applied before this host's MAC: %v", f.others)
 	}
 	if err := f.Sync(context.Background()); err != nil {
@@ -263,15 +243,15 @@ func TestFeatureMACUpdate(t *testing.T) {
 	if tun := strings.Join(featureFlows(t, f)["br-tun"], "\n"); !strings.Contains(tun, "dl_src=fa:16:3f:58:35:bd") {
 		t.Fatalf("hv2's MAC not in br-tun:\n%s", tun)
 	}
-	h.reset()
+	h.Reset()
 	call(upd)
 	tun := strings.Join(featureFlows(t, f)["br-tun"], "\n")
-	if !h.wasTouched() || !strings.Contains(tun, "table=9, priority=1,dl_src=fa:16:3f:00:00:99 actions=output:1") || strings.Contains(tun, "fa:16:3f:58:35:bd") {
+	if !h.AnyTouched() || !strings.Contains(tun, "table=9, priority=1,dl_src=fa:16:3f:00:00:99 actions=output:1") || strings.Contains(tun, "fa:16:3f:58:35:bd") {
 		t.Fatalf("after the update (touched %v):\n%s", h, tun)
 	}
-	h.reset()
+	h.Reset()
 	call(upd) // the same list again: nothing to do
-	if h.wasTouched() {
+	if h.AnyTouched() {
 		t.Fatal("an unchanged list touched the owner")
 	}
 	if _, err := eps[0].Methods["dvr_mac_address_update"](context.Background(), &neutron.Request{Args: json.RawMessage(`{"dvr_macs": 3}`)}); !errors.Is(err, neutron.ErrBadArgs) {

@@ -81,7 +81,7 @@ type VersionedPuller interface {
 func bulkPull(ctx context.Context, p Puller, rtype string, filter Filter) ([]Resource, []string, error) {
 	if vp, ok := p.(VersionedPuller); ok {
 		rs, versions, err := vp.BulkPullVersions(ctx, rtype, filter)
-		if err == nil && len(versions) != len(rs) {
+		if len(versions) != len(rs) {
 			versions = make([]string, len(rs))
 		}
 		return rs, versions, err
@@ -452,9 +452,13 @@ func describe(f Filter) string {
 	return fmt.Sprint(map[string][]string(f))
 }
 
+// fillOnce is one bulk_pull of Fill. A reply with objects that could not be decoded
+// (a *BadObjectsError) still records the others; the error is returned, and the queries
+// those objects answer stay unanswered, so that Ensure asks for them again.
 func (c *Cache) fillOnce(ctx context.Context, p Puller, rtype string, filter Filter, agentRestarted bool) error {
 	rs, versions, err := bulkPull(ctx, p, rtype, filter)
-	if err != nil {
+	bad, failed := SplitPullError(err)
+	if failed {
 		return fmt.Errorf("cache: fill %s (%s): %w", rtype, describe(filter), err)
 	}
 	c.deliverMu.Lock()
@@ -467,12 +471,49 @@ func (c *Cache) fillOnce(ctx context.Context, p Puller, rtype string, filter Fil
 		}
 		evs = c.updateAtLocked(r, versions[i], agentRestarted, evs)
 	}
-	for _, k := range c.queryKeys(rtype, filter) {
-		c.satisfied[k] = struct{}{}
+	if ans, ok := answered(filter, rs, bad); ok {
+		for _, k := range c.queryKeys(rtype, ans) {
+			c.satisfied[k] = struct{}{}
+		}
 	}
 	c.mu.Unlock()
 	c.deliver(evs)
+	if err != nil {
+		return fmt.Errorf("cache: fill %s (%s): %w", rtype, describe(filter), err)
+	}
 	return nil
+}
+
+// answered is the part of filter a reply answered, given the objects of it that could
+// not be decoded: all of it without any; of an id filter, the ids but the bad ones (only
+// those returned when a bad object's id could not be read); of another filter, nothing
+// (ok false).
+func answered(filter Filter, rs []Resource, bad []BadObject) (ans Filter, ok bool) {
+	if len(bad) == 0 {
+		return filter, true
+	}
+	ids, byID := filter["id"]
+	if !byID || len(filter) != 1 {
+		return nil, false
+	}
+	skip := map[string]bool{}
+	for _, b := range bad {
+		if b.ID == "" {
+			ids = nil
+			for _, r := range rs {
+				ids = append(ids, r.ResourceID())
+			}
+			break
+		}
+		skip[b.ID] = true
+	}
+	var out []string
+	for _, id := range ids {
+		if !skip[id] {
+			out = append(out, id)
+		}
+	}
+	return Filter{"id": out}, true
 }
 
 // Ensure is Fill restricted to the part of filter the server was not asked before (pushes

@@ -225,13 +225,14 @@ func TestCacheEnsureAndDeviceDetails(t *testing.T) {
 	broken := boundPort("p6", "h", 1)
 	broken.Bindings[0].Status = BindingInactive
 	c.Update(broken, false)
-	if _, failed := c.DevicesDetails(ctx, []string{"p6"}, "h", false); !reflect.DeepEqual(failed, []string{"p6"}) {
-		t.Errorf("failed = %v", failed)
+	if _, failed := c.DevicesDetails(ctx, []string{"p6"}, "h", false); len(failed) != 1 || failed["p6"] == nil || errors.Is(failed["p6"], ErrUnavailable) {
+		t.Errorf("failed = %v, want p6 failed, not as unavailable", failed)
 	}
 
+	// A pull that failed is an outage, not an answer about the device.
 	fp.err = errors.New("boom")
-	if _, failed := c.DevicesDetails(ctx, []string{"p7"}, "h", false); !reflect.DeepEqual(failed, []string{"p7"}) {
-		t.Errorf("failed on pull error = %v", failed)
+	if _, failed := c.DevicesDetails(ctx, []string{"p7"}, "h", false); len(failed) != 1 || !errors.Is(failed["p7"], ErrUnavailable) {
+		t.Errorf("failed on pull error = %v, want p7 unavailable", failed)
 	}
 }
 
@@ -651,5 +652,109 @@ func TestPulledVersionKeptAgainstOlderPush(t *testing.T) {
 	pushAt(plain, hintsPort(5, false), "1.7")
 	if hasHints(plain) {
 		t.Fatal("a push replaced nothing pulled by a Puller of unknown versions")
+	}
+}
+
+// capturedPortReply is the captured bulk_pull reply of ports (two, one bound to hv1),
+// element by element.
+func capturedPortReply(t *testing.T) []json.RawMessage {
+	t.Helper()
+	for _, ex := range loadCapture(t, "neutron__bulk_pull.json").Examples {
+		var args struct {
+			ResourceType string `json:"resource_type"`
+		}
+		if err := json.Unmarshal(ex.Decoded.Args, &args); err != nil {
+			t.Fatal(err)
+		}
+		if args.ResourceType != TypePort {
+			continue
+		}
+		var elems []json.RawMessage
+		if err := json.Unmarshal(ex.Reply[0].Decoded.Result, &elems); err != nil {
+			t.Fatal(err)
+		}
+		return elems
+	}
+	t.Fatal("no Port bulk_pull in the capture")
+	return nil
+}
+
+// One object of a bulk_pull reply that cannot be decoded costs that port alone: the
+// other ports of the batch get their details, the bad one fails as the server's answer
+// (ErrBadReply), not as an outage, and is asked for again next time.
+func TestUndecodableObjectFailsItsPortOnly(t *testing.T) {
+	good := capturedPortReply(t)
+	var ids []string
+	for _, e := range good {
+		r, err := DecodeResource(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ResourceID())
+	}
+	bad := json.RawMessage(prim("Port", "1.7", `{"id": "bad", "network_id": "n", "fixed_ips": [3]}`))
+	reply, _ := json.Marshal([]json.RawMessage{good[0], bad, good[1]})
+	var mu sync.Mutex
+	portPulls := 0
+	rpc := &fakeRPC{answer: func(c sentCall) (any, error) {
+		if c.Method != "bulk_pull" {
+			return nil, fmt.Errorf("unexpected %s", c.Method)
+		}
+		if c.Args["resource_type"] != TypePort {
+			return json.RawMessage(`[]`), nil
+		}
+		mu.Lock()
+		portPulls++
+		mu.Unlock()
+		return json.RawMessage(reply), nil
+	}}
+	c := NewCache(CacheOptions{Puller: NewClient(rpc, "hv1")})
+	ctx := context.Background()
+	details, failed := c.DevicesDetails(ctx, []string{ids[0], "bad", ids[1]}, "hv1", false)
+	if len(details) != 2 || details[0].Device != ids[0] || details[1].Device != ids[1] {
+		t.Fatalf("details of %d devices, failed %v: the good ports of the reply must get theirs", len(details), failed)
+	}
+	if !details[0].Bound && !details[1].Bound {
+		t.Errorf("neither captured port bound to hv1: %+v", details)
+	}
+	if len(failed) != 1 || !errors.Is(failed["bad"], ErrBadReply) || errors.Is(failed["bad"], ErrUnavailable) {
+		t.Fatalf("failed = %v, want bad alone, as an undecodable answer", failed)
+	}
+	if !strings.Contains(failed["bad"].Error(), `"bad"`) {
+		t.Errorf("reason %q does not name the object", failed["bad"])
+	}
+	// The bad one's query stays open: asked again; the good ones are cached.
+	if _, failed := c.DevicesDetails(ctx, []string{ids[0], "bad"}, "hv1", false); failed["bad"] == nil || failed[ids[0]] != nil {
+		t.Errorf("second call failed = %v", failed)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if portPulls != 2 {
+		t.Errorf("%d Port pulls, want 2 (the bad object asked for again, the good ones cached)", portPulls)
+	}
+}
+
+// A pull that fails fails the devices it concerned as unavailable, its port's or its
+// network's; a port whose network is cached does not need that pull.
+func TestFailedPullIsUnavailable(t *testing.T) {
+	fp := &fakePuller{byID: map[string]Resource{"Port/p1": boundPort("p1", "h", 1), "Port/p2": boundPort("p2", "h", 1)}}
+	c := NewCache(CacheOptions{Puller: fp})
+	ctx := context.Background()
+	fp.err = errors.New("timeout")
+	_, failed := c.DevicesDetails(ctx, []string{"p1"}, "h", false)
+	if !errors.Is(failed["p1"], ErrUnavailable) || errors.Is(failed["p1"], ErrBadReply) {
+		t.Fatalf("port pull failed: %v", failed)
+	}
+	// The ports come, their network's pull fails: the reference fails the device too.
+	c.Update(boundPort("p1", "h", 1), false)
+	_, failed = c.DevicesDetails(ctx, []string{"p1"}, "h", false)
+	if !errors.Is(failed["p1"], ErrUnavailable) {
+		t.Fatalf("network pull failed: %v", failed)
+	}
+	fp.err = nil
+	c.Update(&Network{ID: "net1", MTU: 1450, RevisionNumber: 1}, false)
+	details, failed := c.DevicesDetails(ctx, []string{"p1", "p2"}, "h", false)
+	if len(failed) != 0 || len(details) != 2 || details[0].MTU != 1450 {
+		t.Fatalf("after the outage: %+v, failed %v", details, failed)
 	}
 }

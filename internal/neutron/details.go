@@ -3,6 +3,7 @@ package neutron
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -210,14 +211,27 @@ func (c *Cache) DeviceDetails(device, host string) (DeviceDetails, error) {
 	return ComputeDeviceDetails(device, p, n, host)
 }
 
+// ErrUnavailable is wrapped by the reason DevicesDetails gives for a device whose
+// objects could not be pulled: the server's answer did not come (an RPC error, a
+// timeout, the broker down, an error the server raised). An outage: it says nothing
+// about the device, which is asked for again later (the reference retries its failed
+// devices the same way).
+var ErrUnavailable = errors.New("neutron: server unavailable")
+
 // DevicesDetails is get_devices_details_list_and_failed_devices served from the cache:
 // ports (and then their networks) not yet cached are fetched with one bulk_pull each
-// instead of one RPC per port. A failed pull fails the devices it concerned.
-func (c *Cache) DevicesDetails(ctx context.Context, devices []string, host string, agentRestarted bool) (details []DeviceDetails, failed []string) {
-	pullFailed := false
-	if err := c.Ensure(ctx, TypePort, Filter{"id": devices}, agentRestarted); err != nil {
-		slog.Warn("neutron: bulk_pull ports for device details", "err", err, "devices", len(devices))
-		pullFailed = true
+// instead of one RPC per port. failed gives each device whose details could not be
+// computed and why: an error wrapping ErrUnavailable when a pull of its port or network
+// failed, one wrapping ErrBadReply when the server returned its port or network in a
+// form that could not be decoded (the rest of the reply is used), else what the cached
+// port lacks (no ACTIVE binding). A port or network the server does not have is no
+// failure: the device is unbound, or its details lack the network's MTU and QoS policy,
+// as they do for the reference's server.
+func (c *Cache) DevicesDetails(ctx context.Context, devices []string, host string, agentRestarted bool) (details []DeviceDetails, failed map[string]error) {
+	failed = map[string]error{}
+	ports := newPullOutcome(TypePort, c.Ensure(ctx, TypePort, Filter{"id": devices}, agentRestarted))
+	if ports.err != nil {
+		slog.Warn("neutron: bulk_pull ports for device details", "err", ports.err, "devices", len(devices))
 	}
 	var nets []string
 	seen := map[string]bool{}
@@ -227,25 +241,77 @@ func (c *Cache) DevicesDetails(ctx context.Context, devices []string, host strin
 			nets = append(nets, p.NetworkID)
 		}
 	}
+	var networks pullOutcome
 	if len(nets) > 0 {
-		if err := c.Ensure(ctx, TypeNetwork, Filter{"id": nets}, agentRestarted); err != nil {
-			slog.Warn("neutron: bulk_pull networks for device details", "err", err)
+		networks = newPullOutcome(TypeNetwork, c.Ensure(ctx, TypeNetwork, Filter{"id": nets}, agentRestarted))
+		if networks.err != nil {
+			slog.Warn("neutron: bulk_pull networks for device details", "err", networks.err)
 		}
 	}
 	for _, dev := range devices {
-		if pullFailed && c.Port(dev) == nil && !c.IsDeleted(TypePort, dev) {
-			failed = append(failed, dev)
+		p := c.Port(dev)
+		if err := ports.reason(dev, p == nil && !c.IsDeleted(TypePort, dev)); err != nil {
+			failed[dev] = fmt.Errorf("device %s: %w", dev, err)
 			continue
+		}
+		if p != nil {
+			missing := c.Network(p.NetworkID) == nil && !c.IsDeleted(TypeNetwork, p.NetworkID)
+			if err := networks.reason(p.NetworkID, missing); err != nil {
+				failed[dev] = fmt.Errorf("device %s: its network: %w", dev, err)
+				continue
+			}
 		}
 		d, err := c.DeviceDetails(dev, host)
 		if err != nil {
 			slog.Warn("neutron: device details", "device", dev, "err", err)
-			failed = append(failed, dev)
+			failed[dev] = err
 			continue
 		}
 		details = append(details, d)
 	}
 	return details, failed
+}
+
+// pullOutcome is what the error of one Ensure says about each object it asked for.
+type pullOutcome struct {
+	rtype  string
+	err    error
+	bad    map[string]error // objects returned that could not be decoded, by id
+	anyBad error            // one such object whose id could not be read: any object missing may be it
+	failed bool             // the pull itself failed (SplitPullError): objects missing are unavailable
+}
+
+func newPullOutcome(rtype string, err error) pullOutcome {
+	o := pullOutcome{rtype: rtype, err: err}
+	bad, failed := SplitPullError(err)
+	o.failed = failed
+	for _, b := range bad {
+		e := fmt.Errorf("%w: %s %q could not be decoded: %w", ErrBadReply, rtype, b.ID, b.Err)
+		if b.ID == "" {
+			o.anyBad = e
+			continue
+		}
+		if o.bad == nil {
+			o.bad = map[string]error{}
+		}
+		o.bad[b.ID] = e
+	}
+	return o
+}
+
+// reason is why object id cannot be used (nil when it can), missing saying whether the
+// cache has neither it nor its deletion.
+func (o pullOutcome) reason(id string, missing bool) error {
+	if e, ok := o.bad[id]; ok {
+		return e
+	}
+	if !missing {
+		return nil
+	}
+	if o.failed {
+		return fmt.Errorf("%w: bulk_pull %s: %w", ErrUnavailable, o.rtype, o.err)
+	}
+	return o.anyBad
 }
 
 // fresherSegment is the port's bound segment as the network now has it. A

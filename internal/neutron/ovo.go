@@ -298,9 +298,10 @@ func DecodeResource(b []byte) (Resource, error) {
 	return r, nil
 }
 
-// DecodeResourceList decodes a JSON list of primitives (push resource_list, bulk_pull
-// result). One bad element fails the list: the server sends one type per list, so a bad
-// element means a message we do not understand.
+// DecodeResourceList decodes a JSON list of primitives (push resource_list). One bad
+// element fails the list: the server sends one type per list, so a bad element means a
+// message we do not understand. A bulk_pull result is decoded object by object instead
+// (decodePulled).
 func DecodeResourceList(b []byte) ([]Resource, error) {
 	var elems []resourceElem
 	if err := json.Unmarshal(b, &elems); err != nil {
@@ -309,6 +310,120 @@ func DecodeResourceList(b []byte) ([]Resource, error) {
 	out := make([]Resource, len(elems))
 	for i := range elems {
 		out[i] = elems[i].r
+	}
+	return out, nil
+}
+
+// BadObject is one object of a bulk_pull reply that could not be decoded.
+type BadObject struct {
+	ID  string // its id where it could be read, else ""
+	Err error
+}
+
+// BadObjectsError is a bulk_pull reply some objects of which could not be decoded. The
+// server answered: the objects that could be decoded are returned with this error, so
+// that one object the agent cannot read costs that object alone, not the rest of the
+// reply (a bulk_pull of ports is a batch of the agent's ports). It is an ErrBadReply.
+type BadObjectsError struct {
+	Type    string
+	Objects []BadObject
+}
+
+func (e *BadObjectsError) Error() string {
+	if len(e.Objects) == 0 {
+		return fmt.Sprintf("neutron: bulk_pull %s: undecodable reply", e.Type)
+	}
+	b := e.Objects[0]
+	return fmt.Sprintf("neutron: bulk_pull %s: objects that could not be decoded: %d (first, id %q: %v)", e.Type, len(e.Objects), b.ID, b.Err)
+}
+
+// Unwrap makes it an ErrBadReply.
+func (e *BadObjectsError) Unwrap() error { return ErrBadReply }
+
+// SplitPullError sorts the error of a pull (Fill, Ensure, a Puller's), wrapped or joined
+// as it may be: the objects the server returned that could not be decoded (an answer,
+// if one the agent cannot use), and whether anything else failed: the pull itself (an
+// RPC error, a timeout, the broker down, an error the server raised), an outage that says
+// nothing about the objects asked for.
+func SplitPullError(err error) (bad []BadObject, failed bool) {
+	failed = splitPullError(err, &bad)
+	return bad, failed
+}
+
+func splitPullError(err error, bad *[]BadObject) bool {
+	if err == nil {
+		return false
+	}
+	if b, ok := err.(*BadObjectsError); ok {
+		*bad = append(*bad, b.Objects...)
+		return false
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() []error }:
+		failed := false
+		for _, e := range u.Unwrap() {
+			if splitPullError(e, bad) {
+				failed = true
+			}
+		}
+		return failed
+	case interface{ Unwrap() error }:
+		if inner := u.Unwrap(); inner != nil {
+			return splitPullError(inner, bad)
+		}
+	}
+	return true
+}
+
+// pulledElem decodes one element of a bulk_pull result in place, keeping a decoding
+// error as the element's instead of failing the list.
+type pulledElem struct {
+	r   Resource
+	bad *BadObject
+}
+
+func (e *pulledElem) UnmarshalJSON(b []byte) error {
+	r, err := DecodeResource(b)
+	if err != nil {
+		e.bad = &BadObject{ID: objectID(b), Err: err}
+		return nil
+	}
+	e.r = r
+	return nil
+}
+
+// objectID reads the id of a primitive that did not decode, "" when it cannot.
+func objectID(b []byte) string {
+	var env struct {
+		Data struct {
+			ID string `json:"id"`
+		} `json:"versioned_object.data"`
+	}
+	if json.Unmarshal(b, &env) != nil {
+		return ""
+	}
+	return env.Data.ID
+}
+
+// decodePulled decodes a bulk_pull result of rtype: the objects it could decode, and a
+// *BadObjectsError naming the others (nil when there are none). A result that is not a
+// list at all is one bad object without id.
+func decodePulled(rtype string, b []byte) ([]Resource, error) {
+	var elems []pulledElem
+	if err := json.Unmarshal(b, &elems); err != nil {
+		return nil, &BadObjectsError{Type: rtype, Objects: []BadObject{{Err: fmt.Errorf("resource list: %w", err)}}}
+	}
+	out := make([]Resource, 0, len(elems))
+	var bad []BadObject
+	for _, e := range elems {
+		if e.bad != nil {
+			bad = append(bad, *e.bad)
+			continue
+		}
+		out = append(out, e.r)
+	}
+	if len(bad) > 0 {
+		return out, &BadObjectsError{Type: rtype, Objects: bad}
 	}
 	return out, nil
 }

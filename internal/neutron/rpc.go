@@ -89,7 +89,9 @@ func (c *Client) BulkPull(ctx context.Context, rtype string, filter Filter) ([]R
 }
 
 // BulkPullVersions is BulkPull with the OVO version each object was pulled at
-// (versions[i] is that of rs[i]). It implements VersionedPuller.
+// (versions[i] is that of rs[i]). It implements VersionedPuller. Objects of the reply
+// that could not be decoded are left out and named by a *BadObjectsError returned with
+// the others (SplitPullError).
 func (c *Client) BulkPullVersions(ctx context.Context, rtype string, filter Filter) (rs []Resource, versions []string, err error) {
 	if filter == nil {
 		filter = Filter{}
@@ -113,15 +115,15 @@ func (c *Client) BulkPullVersions(ctx context.Context, rtype string, filter Filt
 	// Unproven: one id first, so that a refusal costs the server one object, not
 	// thousands (bulk_pull has no pager: it loads every match before the first
 	// obj_to_primitive raises).
-	first, ver1, err := c.negotiatedPull(ctx, rtype, Filter{"id": ids[:1]})
-	if err != nil {
-		return nil, nil, err
+	first, ver1, err1 := c.negotiatedPull(ctx, rtype, Filter{"id": ids[:1]})
+	if _, failed := SplitPullError(err1); failed {
+		return nil, nil, err1
 	}
-	rest, ver2, err := c.negotiatedPull(ctx, rtype, Filter{"id": ids[1:]})
-	if err != nil {
-		return nil, nil, err
+	rest, ver2, err2 := c.negotiatedPull(ctx, rtype, Filter{"id": ids[1:]})
+	if _, failed := SplitPullError(err2); failed {
+		return nil, nil, err2
 	}
-	return append(first, rest...), versionsOf(rest, ver2, versionsOf(first, ver1, nil)), nil
+	return append(first, rest...), versionsOf(rest, ver2, versionsOf(first, ver1, nil)), errors.Join(err1, err2)
 }
 
 // versionsOf appends ver to versions once for each of rs.
@@ -133,7 +135,8 @@ func versionsOf(rs []Resource, ver string, versions []string) []string {
 }
 
 // negotiatedPull pulls at the negotiated version, stepping down on refusals; it returns
-// the version the objects were pulled at.
+// the version the objects were pulled at. Objects that could not be decoded are
+// reported with the others (a *BadObjectsError), as bulkPullAt does.
 func (c *Client) negotiatedPull(ctx context.Context, rtype string, filter Filter) ([]Resource, string, error) {
 	for {
 		ver := c.Versions.PullVersion(rtype)
@@ -141,14 +144,14 @@ func (c *Client) negotiatedPull(ctx context.Context, rtype string, filter Filter
 		if IsVersionRefused(err) && c.Versions.Refused(rtype, ver) {
 			continue
 		}
-		if err != nil {
+		if _, failed := SplitPullError(err); failed {
 			return nil, "", err
 		}
 		c.Versions.Produced(rtype, ver, len(rs))
 		if rtype == TypePort && len(rs) > 0 {
 			c.probeRelated(rs[0])
 		}
-		return rs, ver, nil
+		return rs, ver, err
 	}
 }
 
@@ -212,11 +215,14 @@ func (c *Client) bulkPullAt(ctx context.Context, rtype, ver string, filter Filte
 	if string(raw) == "null" {
 		return nil, nil
 	}
-	rs, err := DecodeResourceList(raw)
+	// Object by object: what could be decoded is returned with the *BadObjectsError
+	// naming the rest.
+	rs, err := decodePulled(rtype, raw)
 	if err != nil {
-		return nil, fmt.Errorf("neutron: bulk_pull %s: %w", rtype, err)
+		slog.Warn("neutron: bulk_pull: objects that could not be decoded were left out; the rest of the reply is used",
+			"type", rtype, "decoded", len(rs), "err", err)
 	}
-	return rs, nil
+	return rs, err
 }
 
 // Pull fetches one resource by id (q-plugin 1.1); nil if the server has none. Versions

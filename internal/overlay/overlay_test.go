@@ -3,7 +3,6 @@ package overlay_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net/netip"
 	"slices"
 	"testing"
@@ -15,32 +14,12 @@ import (
 	"github.com/ovsagent/ovsagent/internal/testing/fakes"
 )
 
-// testHost is the loop's side of the seam for the overlay alone.
-type testHost struct {
-	now     time.Time
-	layout  feature.BridgeLayout
-	touched map[string]bool
-}
-
-func (h *testHost) Touch(owners ...string) {
-	for _, o := range owners {
-		h.touched[o] = true
-	}
-}
-func (h *testHost) Layout() feature.BridgeLayout            { return h.layout }
-func (h *testHost) Cookie(string) uint64                    { return 0 }
-func (h *testHost) Log() *slog.Logger                       { return slog.New(slog.DiscardHandler) }
-func (h *testHost) Now() time.Time                          { return h.now }
-func (h *testHost) Backoff(n int) time.Duration             { return time.Duration(n) * time.Second }
-func (h *testHost) ObserveRPC(string, time.Duration, error) {}
-func (h *testHost) Notify(any)                              {}
-func (h *testHost) reset()                                  { h.touched = map[string]bool{} }
-func newHost() *testHost {
-	return &testHost{now: time.Unix(1000, 0), layout: feature.BridgeLayout{Integration: "br-int", Tunnel: "br-tun"}, touched: map[string]bool{}}
+func newHost() *fakes.Host {
+	return &fakes.Host{Clock: time.Unix(1000, 0), Bridges: feature.BridgeLayout{Integration: "br-int", Tunnel: "br-tun"}}
 }
 
 // newOverlay is the overlay over sw and srv (the shared fakes; nil: none).
-func newOverlay(cfg overlay.Config, sw *fakes.Tunnels, srv *fakes.TunnelServer) (*overlay.Overlay, *testHost, *pipeline.State) {
+func newOverlay(cfg overlay.Config, sw *fakes.Tunnels, srv *fakes.TunnelServer) (*overlay.Overlay, *fakes.Host, *pipeline.State) {
 	ps := pipeline.NewState(pipeline.Config{})
 	var s overlay.Switch
 	if sw != nil {
@@ -99,14 +78,14 @@ func TestTunnelSyncWaits(t *testing.T) {
 		t.Fatal("not waiting before the first tunnel_sync")
 	}
 	o.Prefetch(context.Background())()
-	if !o.Waiting() || !o.RetryAt().Equal(h.now.Add(time.Second)) {
+	if !o.Waiting() || !o.RetryAt().Equal(h.Now().Add(time.Second)) {
 		t.Fatalf("after a failed tunnel_sync: waiting %v, retry at %v", o.Waiting(), o.RetryAt())
 	}
 	o.Prefetch(context.Background())() // not due yet: nothing sent
 	if n := o.SyncFailures("vxlan"); n != 1 {
 		t.Fatalf("tunnel_sync retried before its back-off: %d failures", n)
 	}
-	h.now = h.now.Add(time.Second)
+	h.Advance(time.Second)
 	srv.SetDown(false) // it answers ourselves (192.0.2.1) and 192.0.2.7
 	srv.SetEndpoints(overlay.Endpoint{IP: "192.0.2.7"})
 	o.Prefetch(context.Background())()
@@ -114,7 +93,7 @@ func TestTunnelSyncWaits(t *testing.T) {
 		t.Fatal("still waiting after tunnel_sync answered")
 	}
 	key := wireNet(o, ps, "net-a", 5)
-	h.reset()
+	h.Reset()
 	if err := o.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -124,8 +103,8 @@ func TestTunnelSyncWaits(t *testing.T) {
 	if ps.Tunnels[pipeline.TunnelKey{IP: netip.MustParseAddr("192.0.2.7"), Type: pipeline.TypeVXLAN}] == nil {
 		t.Error("tunnel not in the pipeline state")
 	}
-	if !h.touched["tun:192.0.2.7"] || !h.touched[pipeline.OwnerNetwork(key)] {
-		t.Errorf("touched %v, want the tunnel and the network's flood", h.touched)
+	if !h.Touched("tun:192.0.2.7") || !h.Touched(pipeline.OwnerNetwork(key)) {
+		t.Errorf("touched %v, want the tunnel and the network's flood", h)
 	}
 	if o.NoPeers() {
 		t.Error("noPeers with a peer")
@@ -166,10 +145,10 @@ func TestTunnelPortsFollowFDB(t *testing.T) {
 	if len(sw.Names()) != 2 {
 		t.Fatalf("tunnel ports deleted before the sweep: %v", sw.Names())
 	}
-	h.reset()
+	h.Reset()
 	o.Swept()
-	if !h.touched["tun:192.0.2.5"] || !h.touched["tun:192.0.2.9"] {
-		t.Errorf("after the sweep touched %v, want both unclaimed tunnels", h.touched)
+	if !h.Touched("tun:192.0.2.5") || !h.Touched("tun:192.0.2.9") {
+		t.Errorf("after the sweep touched %v, want both unclaimed tunnels", h)
 	}
 	if err := o.Sync(context.Background()); err != nil {
 		t.Fatal(err)
@@ -209,21 +188,21 @@ func TestFDBAwaited(t *testing.T) {
 	if !o.HoldSweep("br-tun") || o.HoldSweep("br-int") || o.Complete() {
 		t.Fatal("refresh not asked yet: br-tun must wait, br-int not")
 	}
-	sent := h.now
-	h.now = h.now.Add(time.Second)
+	sent := h.Now()
+	h.Advance(time.Second)
 	o.HandleEvent(overlay.FDBAdd{Entries: overlay.FDBEntries{"net-b": {Ports: map[string][][2]string{"192.0.2.9": {{"00:00:00:00:00:00", "0.0.0.0"}}}}}})
-	h.now = h.now.Add(time.Second)
-	o.RefreshReplied([]string{"net-a", "net-b"}, sent, h.now)
+	h.Advance(time.Second)
+	o.RefreshReplied([]string{"net-a", "net-b"}, sent, h.Now())
 	if len(o.RefreshNetworks()) != 0 {
 		t.Fatalf("refresh %v after the reply", o.RefreshNetworks())
 	}
 	if o.AwaitingFDB("net-b") {
 		t.Error("net-b waits for an FDB that came before the reply")
 	}
-	if !o.HoldSweep("br-tun") || !o.CompleteBy().Equal(h.now.Add(2*time.Second)) {
+	if !o.HoldSweep("br-tun") || !o.CompleteBy().Equal(h.Now().Add(2*time.Second)) {
 		t.Fatalf("net-a's FDB: hold %v, complete by %v", o.HoldSweep("br-tun"), o.CompleteBy())
 	}
-	h.now = h.now.Add(2 * time.Second)
+	h.Advance(2 * time.Second)
 	if o.HoldSweep("br-tun") || !o.Complete() {
 		t.Error("still held after FDBWait")
 	}

@@ -2,32 +2,15 @@ package qos
 
 import (
 	"context"
-	"log/slog"
 	"reflect"
-	"sort"
 	"testing"
-	"time"
 
 	"github.com/ovsagent/ovsagent/internal/feature"
 	"github.com/ovsagent/ovsagent/internal/neutron"
 	of "github.com/ovsagent/ovsagent/internal/openflow"
 	"github.com/ovsagent/ovsagent/internal/ovsdb"
+	"github.com/ovsagent/ovsagent/internal/testing/fakes"
 )
-
-type fakeHost struct {
-	touched []string
-	layout  feature.BridgeLayout
-}
-
-func (h *fakeHost) Touch(owners ...string)                  { h.touched = append(h.touched, owners...) }
-func (h *fakeHost) Layout() feature.BridgeLayout            { return h.layout }
-func (h *fakeHost) Cookie(string) uint64                    { return 0 }
-func (h *fakeHost) Log() *slog.Logger                       { return slog.Default() }
-func (h *fakeHost) Notify(any)                              {}
-func (h *fakeHost) Now() time.Time                          { return time.Now() }
-func (h *fakeHost) Backoff(int) time.Duration               { return time.Millisecond }
-func (h *fakeHost) ObserveRPC(string, time.Duration, error) {}
-func (h *fakeHost) take() []string                          { t := h.touched; h.touched = nil; sort.Strings(t); return t }
 
 func TestFeatureNetworkPolicyAndPhysical(t *testing.T) {
 	sw := newFakeSwitch()
@@ -49,19 +32,19 @@ func TestFeatureNetworkPolicyAndPhysical(t *testing.T) {
 		Network:           func(id string) *neutron.Network { return nets[id] },
 		MinBandwidthQoSID: "minbw",
 	})
-	h := &fakeHost{layout: feature.BridgeLayout{Integration: "br-int",
+	h := &fakes.Host{Bridges: feature.BridgeLayout{Integration: "br-int",
 		Physical: map[string]feature.PhysBridge{"physnet1": {Bridge: "br-phys", IntOFPort: 1, PhyOFPort: 2}}}}
 	f.Attach(h)
 	p := feature.Port{ID: "p1", Name: "tapp1", OFPort: 7, MAC: "fa:16:3e:11:22:33", Wiring: feature.WiredUp, LocalVLAN: 3,
 		NetworkID: "net1", PhysicalNetwork: "physnet1", DeviceOwner: "compute:nova"}
 	f.PortWired(p)
-	if got := h.take(); !reflect.DeepEqual(got, []string{"qos:p1"}) {
+	if got := h.Take(); !reflect.DeepEqual(got, []string{"qos:p1"}) {
 		t.Fatalf("touched %v", got)
 	}
 	if err := f.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	h.take()
+	h.Take()
 	owners := f.Owners()
 	if !reflect.DeepEqual(owners, []string{"qos", "qos:p1", "qos:physical"}) {
 		t.Fatalf("owners %v", owners)
@@ -83,7 +66,7 @@ func TestFeatureNetworkPolicyAndPhysical(t *testing.T) {
 	// the network's policy goes: the port's flows are recomputed without it
 	nets["net1"] = &neutron.Network{ID: "net1"}
 	f.ResourceChanged(feature.Resource{Type: neutron.TypeNetwork, ID: "net1", New: nets["net1"]})
-	if got := h.take(); !reflect.DeepEqual(got, []string{"qos:p1"}) {
+	if got := h.Take(); !reflect.DeepEqual(got, []string{"qos:p1"}) {
 		t.Errorf("touched %v", got)
 	}
 	fs, _ = f.Flows([]string{"qos:p1"})

@@ -1,7 +1,8 @@
 // Package fakes holds in-memory fakes that the unit tests of more than one
 // package share: br-tun's tunnel ports as OVSDB holds them and
 // neutron-server's tunnel_sync, what internal/overlay needs (its Switch and
-// Server) and what internal/agent's fakes serve it through.
+// Server) and what internal/agent's fakes serve it through; and the feature
+// seam's Host for a feature tested alone (overlay, dvr, qos).
 package fakes
 
 import (
