@@ -8,9 +8,9 @@
 refenv/dvr_e2e.sh runs it inside a hypervisor's netns on its underlay veth (und<N>) to show which
 Ethernet source DVR puts inside the tunnel. An AF_PACKET socket: no tcpdump needed. Frames that are
 none of these are counted on the last line only ("# other N"). Instead:
-- "plain": every IPv4 or ARP frame, as "<in|out> <src mac> <src ip> <dst ip>" (the outside
+- "plain": every IPv4, IPv6 or ARP frame, as "<in|out> <src mac> <src ip> <dst ip>" (the outside
   namespace's veths);
-- "vlan": every IPv4 or ARP frame, as "<in|out> vlan=<id|-> <src mac> <dst mac> <src ip> <dst ip>"
+- "vlan": every IPv4, IPv6 or ARP frame, as "<in|out> vlan=<id|-> <src mac> <dst mac> <src ip> <dst ip>"
   (refenv/dvr_tenant.sh, on a hypervisor's veth into br-phys, the VLAN segment the hypervisors
   share). The VLAN id comes from the frame or, when the kernel took the tag off (veth's rx VLAN
   offload), from PACKET_AUXDATA. "in" = sent by the hypervisor.
@@ -34,8 +34,8 @@ def mac(b):
 
 
 def addresses(f):
-    """(VLAN id of the frame's last tag or None, IPv4/ARP source, destination) of an Ethernet
-    frame, the addresses ('-', '-') when it is neither."""
+    """(VLAN id of the frame's last tag or None, IPv4/IPv6/ARP source, destination) of an
+    Ethernet frame, the addresses ('-', '-') when it is none of them."""
     if len(f) < 14:
         return None, "-", "-"
     et = struct.unpack("!H", f[12:14])[0]
@@ -46,6 +46,8 @@ def addresses(f):
         off += 4
     if et == 0x0800 and len(f) >= off + 20:
         return vlan, socket.inet_ntoa(f[off + 12:off + 16]), socket.inet_ntoa(f[off + 16:off + 20])
+    if et == 0x86DD and len(f) >= off + 40:
+        return vlan, socket.inet_ntop(socket.AF_INET6, f[off + 8:off + 24]), socket.inet_ntop(socket.AF_INET6, f[off + 24:off + 40])
     if et == 0x0806 and len(f) >= off + 28:
         return vlan, "arp:" + socket.inet_ntoa(f[off + 14:off + 18]), "arp:" + socket.inet_ntoa(f[off + 24:off + 28])
     return vlan, "-", "-"

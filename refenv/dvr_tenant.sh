@@ -24,8 +24,19 @@
 #                                        (C, hv3): segment's checks for them; the interfaces
 #                                        removed: no flow of C's router port left; everything of it
 #                                        deleted again
+#   TENANT=vxlan refenv/dvr_tenant.sh v6 [OUT]   in a running environment (TestDVR's): IPv6
+#                                        subnets A6 fd00:120:1::/64 and B6 fd00:120:2::/64 on A and
+#                                        B (static addresses, no RA mode) added to the router, vm1-3
+#                                        given an address each (port update; configured in the VM
+#                                        namespace, default route via the gateway): vm1 -> vm2
+#                                        answers; segment's checks with the IPv6 addresses; the
+#                                        interfaces removed: no IPv6 RA drop (br-tun) nor flow of a
+#                                        removed router port left; the IPv6 subnets deleted again
 #   refenv/dvr_tenant.sh run BIN OUT     all of it: up, capture (OUT/reference), segment, replace,
-#                                        dvr.sh check, segment, addon and capture again, teardown
+#                                        dvr.sh check, segment, addon and capture again, teardown;
+#                                        IPV6=1 (with TENANT=vxlan): v6's subnets added after up, so
+#                                        that both captures and the takeover's comparison hold them,
+#                                        segment with IPv6 too, no addon, v6's removal checks last
 #
 # PASS:/FAIL: lines, exit 1 on a failure. Run under the e2e lock (flock -o /tmp/ovsagent-e2e.lock).
 set -euo pipefail
@@ -35,7 +46,9 @@ export RELEASE=${RELEASE:-2026.2}
 STATE=/run/refenv/$RELEASE-dvr/dvr.env
 VMPFX=$RELEASE-dvr-; EXTNS=${VMPFX}ext
 TENANT=${TENANT:-vlan}
-case "$TENANT" in vlan|gre|geneve) ;; *) echo "dvr_tenant.sh: TENANT=$TENANT is not vlan, gre or geneve" >&2; exit 2 ;; esac
+case "$TENANT" in vlan|gre|geneve|vxlan) ;; *) echo "dvr_tenant.sh: TENANT=$TENANT is not vlan, gre, geneve or vxlan" >&2; exit 2 ;; esac
+# the VMs' addresses segment() pings: IP (IPv4), IP6 (IPv6: the v6 step)
+IPK=${IPK:-IP}
 VLAN_A=${VLAN_A:-1101}; VLAN_B=${VLAN_B:-1102}
 log() { echo "[dvr-$TENANT $(date +%T.%3N)] $*"; }
 FAILS=0
@@ -61,6 +74,7 @@ seglabel() {
   local t id
   read -r t id < <(api "/networks/$1" | jq -r '.network | "\(."provider:network_type") \(."provider:segmentation_id")"')
   [ "$t" = "$TENANT" ] || { log "network $1 is $t, not $TENANT" >&2; echo "none"; return 0; }
+  [ "$t" = vxlan ] && t=vni  # dvr_sniff.py's name of VXLAN's id
   echo "$t=$id"
 }
 wsniff() { local p; for p in ${SNIFFS:-}; do wait "$p" || true; done; SNIFFS=""; }
@@ -70,10 +84,10 @@ segment() { # OUT [X Y Z NX NY]: X (hv2, network NX) -> Y (hv3, NY) and Z (hv3, 
   local out=${1:-/tmp/refenv-dvr-$TENANT-$RELEASE} m1 m2 m3 qr r n a b q nn sh
   local vm1_IP vm2_IP vm3_IP vm1_HV vm2_HV vm3_HV
   mkdir -p "$out"
-  . "$STATE"; [ -f "$ASTATE" ] && . "$ASTATE"
+  . "$STATE"; [ -f "$ASTATE" ] && . "$ASTATE"; [ -f "$V6STATE" ] && . "$V6STATE"
   local X=${2:-vm1} Y=${3:-vm2} Z=${4:-vm3} NX=${5:-$NETA} NY=${6:-$NETB} LX LY
   LX=$(seglabel "$NX"); LY=$(seglabel "$NY")
-  eval "vm1_IP=\${${X}_IP} vm1_HV=\${${X}_HV} vm2_IP=\${${Y}_IP} vm2_HV=\${${Y}_HV} vm3_IP=\${${Z}_IP} vm3_HV=\${${Z}_HV}"
+  eval "vm1_IP=\${${X}_$IPK} vm1_HV=\${${X}_HV} vm2_IP=\${${Y}_$IPK} vm2_HV=\${${Y}_HV} vm3_IP=\${${Z}_$IPK} vm3_HV=\${${Z}_HV}"
   m1=$(dvrmac "$(host_of 1)"); m2=$(dvrmac "$(host_of 2)"); m3=$(dvrmac "$(host_of 3)")
   qr=$(api "/ports?device_owner=network:router_interface_distributed" | jq -r '.ports[].mac_address' | paste -sd'|')
   log "DVR MACs hv1 $m1, hv2 $m2, hv3 $m3; qr- MACs $qr; $X $vm1_IP (hv$vm1_HV) $Y $vm2_IP (hv$vm2_HV) $Z $vm3_IP (hv$vm3_HV)"
@@ -196,20 +210,114 @@ addon() { # OUT: C and D (VLAN: VLAN_C, VLAN_D) on the running scenario's router
   aclean
 }
 
+# ---- IPv6: subnets A6, B6 on the scenario's networks A and B, on the router, vm1-3 addressed ----
+V6STATE=/run/refenv/$RELEASE-dvr/dvr_v6.env
+A6_CIDR=${A6_CIDR:-fd00:120:1::/64}; B6_CIDR=${B6_CIDR:-fd00:120:2::/64}
+canon6() { python3 -c 'import ipaddress, sys; print(ipaddress.ip_address(sys.argv[1]))' "$1"; }
+v6_up() { # the subnets (static addressing, no RA mode) on the router; each VM port gets an address
+  # of its network's IPv6 subnet (a port update), configured in its namespace with the gateway as
+  # default route; waits until vm1 -> vm2 answers
+  local sa6 sb6 k pid net sub fips pj ip gw t0 ok
+  . "$STATE"
+  v6_clean; : > "$V6STATE"
+  sa6=$(apiw POST /subnets "{\"subnet\":{\"name\":\"suba6\",\"project_id\":\"demo\",\"network_id\":\"$NETA\",\"ip_version\":6,\"cidr\":\"$A6_CIDR\",\"enable_dhcp\":false}}" | jq -r .subnet.id)
+  sb6=$(apiw POST /subnets "{\"subnet\":{\"name\":\"subb6\",\"project_id\":\"demo\",\"network_id\":\"$NETB\",\"ip_version\":6,\"cidr\":\"$B6_CIDR\",\"enable_dhcp\":false}}" | jq -r .subnet.id)
+  { echo "SUBA6=$sa6"; echo "SUBB6=$sb6"; } >> "$V6STATE"
+  t0=$(date +%s%N)
+  apiw PUT "/routers/$ROUTER/add_router_interface" "{\"subnet_id\":\"$sa6\"}" >/dev/null
+  apiw PUT "/routers/$ROUTER/add_router_interface" "{\"subnet_id\":\"$sb6\"}" >/dev/null
+  log "IPv6 subnets A6 $sa6 ($A6_CIDR), B6 $sb6 ($B6_CIDR) on the router; its ports: $(api "/ports?device_id=$ROUTER" | jq -c '[.ports[] | {o: .device_owner, m: .mac_address, ips: [.fixed_ips[].ip_address]}]')"
+  for k in vm1 vm2 vm3; do
+    eval "pid=\${${k}_PORT:-}"; [ -n "$pid" ] || continue
+    net=$(api "/ports/$pid" | jq -r .port.network_id)
+    sub=$sa6; [ "$net" = "$NETB" ] && sub=$sb6
+    fips=$(api "/ports/$pid" | jq -c --arg s "$sub" '[.port.fixed_ips[] | {subnet_id, ip_address}] + [{subnet_id: $s}]')
+    pj=$(apiw PUT "/ports/$pid" "{\"port\":{\"fixed_ips\":$fips}}")
+    ip=$(canon6 "$(jq -r --arg s "$sub" '.port.fixed_ips[] | select(.subnet_id == $s) | .ip_address' <<<"$pj")")
+    gw=$(api "/subnets/$sub" | jq -r .subnet.gateway_ip)
+    ip netns exec "$VMPFX$k" sysctl -q -w net.ipv6.conf.eth0.accept_ra=0
+    ip netns exec "$VMPFX$k" ip -6 addr replace "$ip/64" dev eth0 nodad
+    ip netns exec "$VMPFX$k" ip -6 route replace default via "$gw" dev eth0
+    echo "${k}_IP6=$ip" >> "$V6STATE"
+    log "$k: port $pid given $ip/64, default via $gw"
+  done
+  . "$V6STATE"
+  ok=""; for _ in $(seq 1 120); do ip netns exec "${VMPFX}vm1" ping -c 1 -W 1 "$vm2_IP6" >/dev/null 2>&1 && { ok=1; break; }; done
+  log "vm1 -> vm2 ($vm2_IP6) first answered $(( ($(date +%s%N) - t0) / 1000000 )) ms after the IPv6 interfaces were added ($([ -n "$ok" ] && echo ok || echo never))"
+  [ -n "$ok" ] && pass "IPv6 subnets on the router: vm1 -> vm2 answers" || fail "vm1 -> vm2 over IPv6 never answered"
+}
+v6_qrmacs() { # the MACs of the router's distributed ports with an address of A6 or B6
+  api "/ports?device_id=$ROUTER&device_owner=network:router_interface_distributed" |
+    jq -r --arg a "$SUBA6" --arg b "$SUBB6" '.ports[] | select([.fixed_ips[].subnet_id] | index($a) or index($b)) | .mac_address'
+}
+ra_drops() { # N: hvN's br-tun flows dropping the router's IPv6 router advertisements (install_dvr_process_ipv6)
+  hvx "$1"; OVS_RUNDIR=$OVSD ovs-ofctl -O OpenFlow13 --no-stats dump-flows br-tun | grep -c "icmp_type=134" || true
+}
+v6_down() { # the IPv6 interfaces removed: no flow of their router ports nor an IPv6 RA drop left
+  local before="" after="" c=0 h x m macs v4macs
+  . "$STATE"; . "$V6STATE"
+  macs=$(v6_qrmacs | sort -u)
+  v4macs=$(api "/ports?device_id=$ROUTER&device_owner=network:router_interface_distributed" |
+    jq -r --arg a "$SUBA6" --arg b "$SUBB6" '.ports[] | select([.fixed_ips[].subnet_id] | (index($a) or index($b)) | not) | .mac_address' | sort -u)
+  for h in 1 2 3; do before="$before hv$h:$(ra_drops "$h")"; for m in $macs; do before="$before/$(mac_flows "$h" "$m")"; done; done
+  apiw PUT "/routers/$ROUTER/remove_router_interface" "{\"subnet_id\":\"$SUBA6\"}" >/dev/null
+  apiw PUT "/routers/$ROUTER/remove_router_interface" "{\"subnet_id\":\"$SUBB6\"}" >/dev/null
+  sleep 8
+  for h in 1 2 3; do
+    x=$(ra_drops "$h"); after="$after hv$h:$x"; c=$((c + x))
+    for m in $macs; do
+      # a port that keeps an IPv4 address keeps its flows
+      grep -qx "$m" <<<"$v4macs" && continue
+      x=$(mac_flows "$h" "$m"); after="$after/$x"; c=$((c + x))
+    done
+  done
+  log "IPv6 router ports $(echo $macs); RA drops / flows naming each port's MAC before the removal:$before; 8 s after:$after"
+  [ "$c" = 0 ] && pass "no IPv6 DVR flow left after the IPv6 interfaces' removal" || fail "$c IPv6 DVR flows left after the removal"
+  v6_clean
+}
+v6_clean() { # the VMs' IPv6 addresses and ports' IPv6 fixed IPs, the IPv6 interfaces and subnets
+  local k pid fips
+  [ -f "$V6STATE" ] || return 0
+  . "$STATE"; . "$V6STATE"
+  for s in ${SUBA6:-} ${SUBB6:-}; do apiw PUT "/routers/$ROUTER/remove_router_interface" "{\"subnet_id\":\"$s\"}" >/dev/null 2>&1 || true; done
+  for k in vm1 vm2 vm3; do
+    eval "pid=\${${k}_PORT:-}"; [ -n "$pid" ] || continue
+    fips=$(api "/ports/$pid" | jq -c --arg a "${SUBA6:-}" --arg b "${SUBB6:-}" '[.port.fixed_ips[] | select(.subnet_id != $a and .subnet_id != $b) | {subnet_id, ip_address}]') || continue
+    apiw PUT "/ports/$pid" "{\"port\":{\"fixed_ips\":$fips}}" >/dev/null 2>&1 || true
+    ip netns exec "$VMPFX$k" ip -6 addr flush dev eth0 scope global 2>/dev/null || true
+  done
+  for s in ${SUBA6:-} ${SUBB6:-}; do apid "/subnets/$s"; done
+  rm -f "$V6STATE"
+}
+v6() { # OUT: in a running environment (TestDVR's): v6_up, segment with the IPv6 addresses, v6_down
+  local out=${1:-/tmp/refenv-dvr-v6-$RELEASE}
+  v6_up
+  IPK=IP6 segment "$out"
+  v6_down
+}
+
 run() { # BIN OUT: the whole sequence, the environment torn down at the end (also on a failure)
   local bin=$1 out=$2 r=0
   mkdir -p "$out"
   export TENANT NHV=3 DVR_E2E_DIR=$out/e2e
   RUN_OUT=$out  # the trap runs after run() returned: no local in it
-  trap 'aclean; "$HERE/dvr_e2e.sh" teardown > "$RUN_OUT/teardown.txt" 2>&1 || true; log "torn down ($RUN_OUT/teardown.txt)"' EXIT
+  trap 'aclean; v6_clean; "$HERE/dvr_e2e.sh" teardown > "$RUN_OUT/teardown.txt" 2>&1 || true; log "torn down ($RUN_OUT/teardown.txt)"' EXIT
   "$HERE/dvr_e2e.sh" up || r=1
+  [ "${IPV6:-0}" = 1 ] && { v6_up || r=1; }
   "$HERE/dvr.sh" capture "$out/reference" || r=1
   segment "$out/segment-reference" || true
+  [ "${IPV6:-0}" = 1 ] && { IPK=IP6 segment "$out/segment6-reference" || true; }
   "$HERE/dvr_e2e.sh" replace "$bin" 2 3 1 || r=1
   "$HERE/dvr_e2e.sh" check || r=1
   segment "$out/segment-ovs-agent" || true
-  addon "$out/addon-ovs-agent" || true
-  NHV=3 "$HERE/dvr.sh" capture "$out/ovs-agent" || r=1
+  if [ "${IPV6:-0}" = 1 ]; then
+    IPK=IP6 segment "$out/segment6-ovs-agent" || true
+    NHV=3 "$HERE/dvr.sh" capture "$out/ovs-agent" || r=1
+    v6_down || true
+  else
+    addon "$out/addon-ovs-agent" || true
+    NHV=3 "$HERE/dvr.sh" capture "$out/ovs-agent" || r=1
+  fi
   [ "$r" = 0 ] || FAILS=$((FAILS + 1))
 }
 
@@ -218,6 +326,7 @@ case "$cmd" in
   segment) segment "${1:-}" ;;
   run) run "$1" "$2" ;;
   addon) trap aclean EXIT; addon "${1:-}" ;;
-  *) echo "usage: RELEASE=2026.2 [TENANT=vlan|gre|geneve] $0 segment [OUT] | addon [OUT] | run BIN OUT" >&2; exit 2 ;;
+  v6) trap v6_clean EXIT; v6 "${1:-}" ;;
+  *) echo "usage: RELEASE=2026.2 [TENANT=vlan|gre|geneve|vxlan] [IPV6=1] $0 segment [OUT] | addon [OUT] | v6 [OUT] | run BIN OUT" >&2; exit 2 ;;
 esac
 [ "$FAILS" = 0 ] || { log "$FAILS failure(s)"; exit 1; }

@@ -26,7 +26,8 @@ import (
 // added back with the stale-flow check, report_state in distributed mode, a TCP session
 // kept from the takeover to the end, and VLAN, GRE and Geneve tenant networks added to the
 // running router (each host's DVR MAC on the destination's segment, nothing at the network node
-// or for the same host; no flow left after their removal).
+// or for the same host; no flow left after their removal), and IPv6 subnets on A and B (the same
+// checks over IPv6).
 // OVSAGENT_DVR_TAKEOVER=0: a swap instead of the takeover (the reference's flows deleted before
 // ovs-agent starts, no ping across it). OVSAGENT_DVR_BENCH=N adds `dvr.sh ifbench N` with the
 // reference agents before the replacement and with ovs-agent after (a benchmark:
@@ -94,6 +95,8 @@ func TestDVR(t *testing.T) {
 	for _, typ := range []string{"vlan", "gre", "geneve"} {
 		t.Run(typ+"-tenant-networks", func(t *testing.T) { step(t, 4*time.Minute, "tenant", typ) })
 	}
+	// IPv6 subnets beside the IPv4 ones of A and B: refenv/dvr_tenant.sh v6
+	t.Run("ipv6-subnets", func(t *testing.T) { step(t, 4*time.Minute, "ipv6") })
 }
 
 // dvrE2E runs refenv/dvr_e2e.sh's steps with one environment (env: release, state directory,
