@@ -148,6 +148,7 @@ type Overlay struct {
 	refresh  map[string]bool                               // tunnelled networks whose FDB must be (re)requested
 	fdbAwait map[string]time.Time                          // … requested: wait for it until
 	fdbSeen  map[string]time.Time                          // last add_fdb_entries per network
+	asked    map[pipeline.NetKey]*pipeline.Network         // mappings whose first wired port asked for the FDB (a new mapping of the key asks again)
 	swept    bool                                          // the stale flows of earlier runs are gone
 }
 
@@ -179,6 +180,7 @@ func New(cfg Config, sw Switch, srv Server, m *metrics.Metrics, ps *pipeline.Sta
 		refresh:   map[string]bool{},
 		fdbAwait:  map[string]time.Time{},
 		fdbSeen:   map[string]time.Time{},
+		asked:     map[pipeline.NetKey]*pipeline.Network{},
 	}
 	o.resetSync()
 	return o
@@ -565,21 +567,28 @@ func (o *Overlay) netFDB(key pipeline.NetKey) map[netip.Addr]*pipeline.RemoteFDB
 	return m
 }
 
-// PortWired implements feature.PortHandler: a port wired up on a mapping
-// new to the overlay (its FDB not given yet) gets the network's FDB; with
-// l2pop a tunnelled one is asked for it.
+// PortWired implements feature.PortHandler: the first port wired up on a
+// mapping gets the network's FDB; with l2pop a tunnelled one is asked for
+// it (refresh_tunnels with that port's report), even when some entries came
+// already: another host's first-port cast that arrived between the mapping
+// and this port's wiring is part of the FDB only, and the server's own
+// first-port FDB is no certainty (seen: a DVR host never learnt the peer of
+// a network whose VM was up before the router interface, TestDVR's GRE
+// step, 2026-12-05). One full FDB per network's arrival, as l2pop's own
+// first-port rule gives.
 func (o *Overlay) PortWired(p feature.Port) {
 	if p.Wiring != feature.WiredUp {
 		return
 	}
 	key := netKey(p)
 	n := o.ps.Networks[key]
-	if n == nil || n.FDB != nil {
+	if n == nil || o.asked[key] == n {
 		return
 	}
-	if !o.otherMapping(key) {
+	if n.FDB == nil && !o.otherMapping(key) {
 		o.forget(key.NetworkID) // what was left of an earlier stay is stale
 	}
+	o.asked[key] = n
 	o.netFDB(key)
 	if n.Type.IsTunnel() && o.cfg.L2Population {
 		o.refresh[key.NetworkID] = true
@@ -606,6 +615,11 @@ func (o *Overlay) forget(id string) {
 	delete(o.refresh, id)
 	delete(o.fdbAwait, id)
 	delete(o.fdbSeen, id)
+	for k := range o.asked {
+		if k.NetworkID == id {
+			delete(o.asked, k)
+		}
+	}
 }
 
 // netKey is the mapping key of a wired port (as the agent keys it).
@@ -619,8 +633,13 @@ func netKey(p feature.Port) pipeline.NetKey {
 // prune forgets the FDB and the waits of the networks that have no
 // mapping on this host any more.
 func (o *Overlay) prune() {
-	if len(o.fdb) == 0 && len(o.refresh) == 0 && len(o.fdbAwait) == 0 && len(o.fdbSeen) == 0 {
+	if len(o.fdb) == 0 && len(o.refresh) == 0 && len(o.fdbAwait) == 0 && len(o.fdbSeen) == 0 && len(o.asked) == 0 {
 		return
+	}
+	for k, n := range o.asked {
+		if o.ps.Networks[k] != n {
+			delete(o.asked, k) // that mapping left: its next arrival asks again
+		}
 	}
 	live := make(map[string]bool, len(o.ps.Networks))
 	for k := range o.ps.Networks {

@@ -231,3 +231,34 @@ func TestNetworkLeaves(t *testing.T) {
 		t.Errorf("FDB of a gone network kept: %d networks", o.FDBNetworks())
 	}
 }
+
+// TestFirstPortAsksDespiteEarlyEntries: another host's first-port cast can
+// reach a mapping before its first port is wired up; that is part of the
+// network's FDB only, so the first wired port still asks for all of it, and
+// a second port does not ask again.
+func TestFirstPortAsksDespiteEarlyEntries(t *testing.T) {
+	o, _, ps := newOverlay(overlay.Config{LocalIP: "192.0.2.1", TunnelTypes: []string{"gre"}, L2Population: true}, nil, nil)
+	seg := 645
+	key := pipeline.Seg("net-d", uint32(seg))
+	ps.Networks[key] = &pipeline.Network{Key: key, Type: pipeline.TypeGRE, LocalVLAN: 5}
+	// the network node's first port on net-d, cast to every agent
+	o.HandleEvent(overlay.FDBAdd{Entries: overlay.FDBEntries{"net-d": {SegmentID: &seg, Ports: map[string][][2]string{
+		"192.0.2.9": {{"00:00:00:00:00:00", "0.0.0.0"}, {"fa:16:3e:00:00:09", "10.120.4.3"}}}}}})
+	if len(ps.Networks[key].FDB) != 1 {
+		t.Fatalf("the early entries not applied: %v", ps.Networks[key].FDB)
+	}
+	port := feature.Port{ID: "qr-d", Wiring: feature.WiredUp, NetworkID: "net-d", NetworkType: "gre", SegmentationID: &seg}
+	o.PortWired(port)
+	if got := o.RefreshNetworks(); !slices.Equal(got, []string{"net-d"}) {
+		t.Fatalf("refresh %v after the first port, want net-d", got)
+	}
+	if len(ps.Networks[key].FDB) != 1 {
+		t.Errorf("the early entries lost: %v", ps.Networks[key].FDB)
+	}
+	o.RefreshReplied([]string{"net-d"}, time.Time{}, time.Time{})
+	port.ID = "vm-d"
+	o.PortWired(port)
+	if got := o.RefreshNetworks(); len(got) != 0 {
+		t.Errorf("refresh %v after a second port, want none", got)
+	}
+}
