@@ -250,8 +250,9 @@ v6_qrmacs() { # the MACs of the router's distributed ports with an address of A6
   api "/ports?device_id=$ROUTER&device_owner=network:router_interface_distributed" |
     jq -r --arg a "$SUBA6" --arg b "$SUBB6" '.ports[] | select([.fixed_ips[].subnet_id] | index($a) or index($b)) | .mac_address'
 }
-ra_drops() { # N: hvN's br-tun flows dropping the router's IPv6 router advertisements (install_dvr_process_ipv6)
-  hvx "$1"; OVS_RUNDIR=$OVSD ovs-ofctl -O OpenFlow13 --no-stats dump-flows br-tun | grep -c "icmp_type=134" || true
+ra_drops() { # N: hvN's br-tun flows dropping the router's IPv6 router advertisements (install_dvr_process_ipv6:
+  # table 22; table 10's learning of RAs is the base pipeline's, it stays)
+  hvx "$1"; OVS_RUNDIR=$OVSD ovs-ofctl -O OpenFlow13 --no-stats dump-flows br-tun | grep "table=22," | grep -c "icmp_type=134" || true
 }
 v6_down() { # the IPv6 interfaces removed: no flow of their router ports nor an IPv6 RA drop left
   local before="" after="" c=0 h x m macs v4macs
