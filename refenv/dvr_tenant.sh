@@ -236,6 +236,9 @@ v6_up() { # the subnets (static addressing, no RA mode) on the router; each VM p
     ip=$(canon6 "$(jq -r --arg s "$sub" '.port.fixed_ips[] | select(.subnet_id == $s) | .ip_address' <<<"$pj")")
     gw=$(api "/subnets/$sub" | jq -r .subnet.gateway_ip)
     ip netns exec "$VMPFX$k" sysctl -q -w net.ipv6.conf.eth0.accept_ra=0
+    # a gateway address of an earlier IPv6 subnet may still be in the neighbour cache with
+    # that subnet's router port MAC (gone): resolve afresh
+    ip netns exec "$VMPFX$k" ip -6 neigh flush dev eth0
     ip netns exec "$VMPFX$k" ip -6 addr replace "$ip/64" dev eth0 nodad
     ip netns exec "$VMPFX$k" ip -6 route replace default via "$gw" dev eth0
     echo "${k}_IP6=$ip" >> "$V6STATE"
@@ -286,6 +289,7 @@ v6_clean() { # the VMs' IPv6 addresses and ports' IPv6 fixed IPs, the IPv6 inter
     fips=$(api "/ports/$pid" | jq -c --arg a "${SUBA6:-}" --arg b "${SUBB6:-}" '[.port.fixed_ips[] | select(.subnet_id != $a and .subnet_id != $b) | {subnet_id, ip_address}]') || continue
     apiw PUT "/ports/$pid" "{\"port\":{\"fixed_ips\":$fips}}" >/dev/null 2>&1 || true
     ip netns exec "$VMPFX$k" ip -6 addr flush dev eth0 scope global 2>/dev/null || true
+    ip netns exec "$VMPFX$k" ip -6 neigh flush dev eth0 2>/dev/null || true
   done
   for s in ${SUBA6:-} ${SUBB6:-}; do apid "/subnets/$s"; done
   rm -f "$V6STATE"
