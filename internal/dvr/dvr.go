@@ -233,11 +233,24 @@ func Flows(s *State) (Desired, error) {
 		// a distributed router port has one fixed IP (the reference uses fixed_ips[0])
 		owned[p.FixedIPs[0].SubnetID] = p
 	}
+	// IPv4 subnets first: a network with an IPv4 and an IPv6 subnet has one
+	// router port for each, and the per-MAC flows of both (table 1/2: a
+	// local port's source, table 3/4: this host's DVR MAC) share a match;
+	// OpenFlow holds one, the last written (lastWins). The reference keeps
+	// whichever it wrote last, by event order: the IPv6 port's when the IPv6
+	// subnet came to a running router (captures-2026.2/dvr/three-hosts-v6)
+	// and when a port's fixed IPs are bound in their order (IPv4 first).
 	subnetIDs := make([]string, 0, len(owned))
 	for id := range owned {
 		subnetIDs = append(subnetIDs, id)
 	}
-	sort.Strings(subnetIDs)
+	sort.Slice(subnetIDs, func(i, j int) bool {
+		a, b := owned[subnetIDs[i]].FixedIPs[0].IP.Is4(), owned[subnetIDs[j]].FixedIPs[0].IP.Is4()
+		if a != b {
+			return a
+		}
+		return subnetIDs[i] < subnetIDs[j]
+	})
 	for _, sid := range subnetIDs {
 		r := owned[sid]
 		sub, nw, err := s.lookup(sid, r)
@@ -291,7 +304,30 @@ func Flows(s *State) (Desired, error) {
 		}
 		d.Int = append(d.Int, toSrcMAC(nw, sub.GatewayMAC, p.MAC, p.Ofport)...)
 	}
+	d.Int, d.Tun = lastWins(d.Int), lastWins(d.Tun)
+	for br, fs := range d.Phys {
+		d.Phys[br] = lastWins(fs)
+	}
 	return d, nil
+}
+
+// lastWins keeps, of flows with one match (table, priority, match), the
+// last: what the bridge holds after writing them in order.
+func lastWins(fs []of.Flow) []of.Flow {
+	last := make(map[string]int, len(fs))
+	for i, f := range fs {
+		last[f.Key()] = i
+	}
+	if len(last) == len(fs) {
+		return fs
+	}
+	out := make([]of.Flow, 0, len(last))
+	for i, f := range fs {
+		if last[f.Key()] == i {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func (s *State) lookup(subnetID string, p *Port) (*Subnet, *Network, error) {

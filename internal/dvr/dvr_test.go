@@ -259,6 +259,11 @@ func TestGoldenAgainstReference(t *testing.T) {
 		{"three-hosts-geneve/hv1 (network node, dvr_snat, no VM)", "testdata/2026.2-three-hosts-geneve", "hv1", "refhv-2026-2-dvr", 2},
 		{"three-hosts-geneve/hv2 (dvr, vm1)", "testdata/2026.2-three-hosts-geneve", "hv2", "refhv-2026-2-dvr-hv2", 2},
 		{"three-hosts-geneve/hv3 (dvr, vm2 + floating IP, vm3)", "testdata/2026.2-three-hosts-geneve", "hv3", "refhv-2026-2-dvr-hv3", 2},
+		// VXLAN A and B with IPv6 subnets beside the IPv4 ones, on the router (TENANT=vxlan IPV6=1
+		// refenv/dvr_tenant.sh run): a router port per subnet
+		{"three-hosts-v6/hv1 (network node, dvr_snat, no VM)", "testdata/2026.2-three-hosts-v6", "hv1", "refhv-2026-2-dvr", 2},
+		{"three-hosts-v6/hv2 (dvr, vm1)", "testdata/2026.2-three-hosts-v6", "hv2", "refhv-2026-2-dvr-hv2", 2},
+		{"three-hosts-v6/hv3 (dvr, vm2 + floating IP, vm3)", "testdata/2026.2-three-hosts-v6", "hv3", "refhv-2026-2-dvr-hv3", 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -149,6 +149,9 @@ func TestFeatureAgainstCaptures(t *testing.T) {
 		{"testdata/2026.2-three-hosts-geneve", "hv1", "refhv-2026-2-dvr"},
 		{"testdata/2026.2-three-hosts-geneve", "hv2", "refhv-2026-2-dvr-hv2"},
 		{"testdata/2026.2-three-hosts-geneve", "hv3", "refhv-2026-2-dvr-hv3"},
+		{"testdata/2026.2-three-hosts-v6", "hv1", "refhv-2026-2-dvr"},
+		{"testdata/2026.2-three-hosts-v6", "hv2", "refhv-2026-2-dvr-hv2"},
+		{"testdata/2026.2-three-hosts-v6", "hv3", "refhv-2026-2-dvr-hv3"},
 	}
 	for _, c := range cases {
 		t.Run(c.dir[9:]+"/"+c.hv, func(t *testing.T) {

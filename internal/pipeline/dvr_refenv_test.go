@@ -23,7 +23,8 @@ var dvrHosts = []string{"one-host", "two-hosts/hv1", "two-hosts/hv2",
 	"three-hosts/hv1", "three-hosts/hv2", "three-hosts/hv3",
 	"three-hosts-vlan/hv1", "three-hosts-vlan/hv2", "three-hosts-vlan/hv3",
 	"three-hosts-gre/hv1", "three-hosts-gre/hv2", "three-hosts-gre/hv3",
-	"three-hosts-geneve/hv1", "three-hosts-geneve/hv2", "three-hosts-geneve/hv3"}
+	"three-hosts-geneve/hv1", "three-hosts-geneve/hv2", "three-hosts-geneve/hv3",
+	"three-hosts-v6/hv1", "three-hosts-v6/hv2", "three-hosts-v6/hv3"}
 
 // the tunnel ports' names (<type>-<remote IP in hex>)
 var tunPortName = regexp.MustCompile(`^(vxlan|gre|geneve)-([0-9a-f]{8})$`)
