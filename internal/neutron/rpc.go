@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/ovsagent/ovsagent/internal/oslo"
 )
 
 // Topics the agent sends to.
@@ -102,28 +104,60 @@ func (c *Client) BulkPullVersions(ctx context.Context, rtype string, filter Filt
 		if !ok {
 			return nil, nil, fmt.Errorf("neutron: bulk_pull: unknown resource type %q", rtype)
 		}
-		rs, err := c.bulkPullAt(ctx, rtype, ver, filter)
-		return rs, versionsOf(rs, ver, nil), err
+		return isolating(filter, func(f Filter) ([]Resource, string, error) {
+			rs, err := c.bulkPullAt(ctx, rtype, ver, f)
+			return rs, ver, err
+		}, rtype)
 	}
 	unlock, unproven := neg.lockUnproven(rtype)
 	defer unlock()
 	ids, byID := filter["id"]
+	pull := func(f Filter) ([]Resource, string, error) { return c.negotiatedPull(ctx, rtype, f) }
 	if !unproven || !byID || len(filter) != 1 || len(ids) < 2 {
-		rs, ver, err := c.negotiatedPull(ctx, rtype, filter)
-		return rs, versionsOf(rs, ver, nil), err
+		return isolating(filter, pull, rtype)
 	}
 	// Unproven: one id first, so that a refusal costs the server one object, not
 	// thousands (bulk_pull has no pager: it loads every match before the first
 	// obj_to_primitive raises).
-	first, ver1, err1 := c.negotiatedPull(ctx, rtype, Filter{"id": ids[:1]})
+	first, ver1, err1 := isolating(Filter{"id": ids[:1]}, pull, rtype)
 	if _, failed := SplitPullError(err1); failed {
 		return nil, nil, err1
 	}
-	rest, ver2, err2 := c.negotiatedPull(ctx, rtype, Filter{"id": ids[1:]})
+	rest, ver2, err2 := isolating(Filter{"id": ids[1:]}, pull, rtype)
 	if _, failed := SplitPullError(err2); failed {
 		return nil, nil, err2
 	}
-	return append(first, rest...), versionsOf(rest, ver2, versionsOf(first, ver1, nil)), errors.Join(err1, err2)
+	return append(first, rest...), append(ver1, ver2...), errors.Join(err1, err2)
+}
+
+// isolating is pull (one bulk_pull of rtype) for filter, isolating the objects the
+// server raises on. The server serialises every object of a reply in one go, so an
+// exception for one (a *oslo.RemoteError that is no version refusal) fails the
+// whole pull: a pull of several ids is then asked again as two halves, and for one
+// id the exception is that object's answer, a bad object (the server answered, with
+// an error: a refusal for its port, not an outage). One object the server cannot
+// produce costs that object alone, not the batch of ports pulled with it, at about
+// two calls per halving. Timeouts and transport errors stay the pull's failure.
+func isolating(filter Filter, pull func(Filter) ([]Resource, string, error), rtype string) ([]Resource, []string, error) {
+	rs, ver, err := pull(filter)
+	var re *oslo.RemoteError
+	ids, byID := filter["id"]
+	if err == nil || !errors.As(err, &re) || IsVersionRefused(err) || !byID || len(filter) != 1 || len(ids) == 0 {
+		return rs, versionsOf(rs, ver, nil), err
+	}
+	if len(ids) == 1 {
+		return nil, nil, &BadObjectsError{Type: rtype, Objects: []BadObject{{ID: ids[0], Err: fmt.Errorf("the server raised: %w", err)}}}
+	}
+	h := len(ids) / 2
+	a, va, ea := isolating(Filter{"id": ids[:h]}, pull, rtype)
+	if _, failed := SplitPullError(ea); failed {
+		return nil, nil, ea
+	}
+	b, vb, eb := isolating(Filter{"id": ids[h:]}, pull, rtype)
+	if _, failed := SplitPullError(eb); failed {
+		return nil, nil, eb
+	}
+	return append(a, b...), append(va, vb...), errors.Join(ea, eb)
 }
 
 // versionsOf appends ver to versions once for each of rs.

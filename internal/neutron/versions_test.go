@@ -482,3 +482,36 @@ func TestBulkPullVersionsReportsPulledVersion(t *testing.T) {
 	}
 	var _ VersionedPuller = (*Client)(nil)
 }
+
+// An exception the server raises on one object fails the whole bulk_pull (it
+// serialises the reply in one go): the pull is asked again in halves until the
+// object is alone, and that object is a bad one of an answered pull (its port
+// refused), not a failed pull (every port of the batch held as an outage).
+func TestServerExceptionIsolatesItsObject(t *testing.T) {
+	rpc := &fakeRPC{answer: func(s sentCall) (any, error) {
+		for _, id := range s.Args["filter_kwargs"].(map[string]any)["id"].([]any) {
+			if id == "bad" {
+				return nil, &oslo.RemoteError{Class: "AttributeError", Module: "builtins", Message: "'NoneType' object has no attribute 'id'"}
+			}
+		}
+		return json.RawMessage("[]"), nil
+	}}
+	cl := NewClient(rpc, "h")
+	ids := []string{"a", "b", "c", "bad", "d", "e", "f", "g"}
+	rs, _, err := cl.BulkPullVersions(context.Background(), TypePort, Filter{"id": ids})
+	bad, failed := SplitPullError(err)
+	if failed || len(rs) != 0 || len(bad) != 1 || bad[0].ID != "bad" {
+		t.Fatalf("objects %d, bad %v, failed %v (err %v); want only \"bad\" bad, the pull answered", len(rs), bad, failed, err)
+	}
+	if len(rpc.calls) > 2*4+1 {
+		t.Errorf("%d calls for 8 ids, want about two per halving", len(rpc.calls))
+	}
+	// a timeout is the pull's failure: not split, not an answer
+	rpc.calls = nil
+	rpc.answer = func(sentCall) (any, error) { return nil, fmt.Errorf("bulk_pull: %w", oslo.ErrTimeout) }
+	if _, _, err := cl.BulkPullVersions(context.Background(), TypePort, Filter{"id": ids}); err == nil {
+		t.Fatal("a timeout gave no error")
+	} else if _, failed := SplitPullError(err); !failed || len(rpc.calls) != 1 {
+		t.Errorf("timeout: failed %v after %d calls, want a failed pull after 1", failed, len(rpc.calls))
+	}
+}
