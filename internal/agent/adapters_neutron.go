@@ -199,6 +199,8 @@ func (s *NeutronServer) Devices(ctx context.Context, ids []string, fresh bool) (
 	for _, b := range stale {
 		if asked[b.ID] {
 			failed[b.ID] = fmt.Errorf("%w: device %s: refreshed port could not be decoded: %w", ErrDetailsUndecodable, b.ID, b.Err)
+			// and not from that copy next time: the retry pulls it again
+			s.Cache.Forget(neutron.TypePort, b.ID)
 		}
 	}
 	out := make(map[string]Device, len(details))

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -77,6 +78,7 @@ type portPuller struct {
 	ports    []*neutron.Port
 	sg       *neutron.SecurityGroup
 	returned int
+	bad      map[string]bool // ports whose object comes back undecodable
 }
 
 func (p *portPuller) BulkPull(_ context.Context, rtype string, f neutron.Filter) ([]neutron.Resource, error) {
@@ -87,14 +89,22 @@ func (p *portPuller) BulkPull(_ context.Context, rtype string, f neutron.Filter)
 		return []neutron.Resource{p.sg}, nil
 	case neutron.TypePort:
 		var out []neutron.Resource
+		var bad []neutron.BadObject
 		for _, port := range p.ports {
 			cp := *port
 			if ids, ok := f["id"]; ok && hasString(ids, port.ID) ||
 				f["security_group_ids"] != nil && hasString(f["security_group_ids"], port.SecurityGroupIDs[0]) {
+				if p.bad[port.ID] {
+					bad = append(bad, neutron.BadObject{ID: port.ID, Err: errors.New("unknown field")})
+					continue
+				}
 				out = append(out, &cp)
 			}
 		}
 		p.returned += len(out)
+		if len(bad) > 0 {
+			return out, &neutron.BadObjectsError{Type: rtype, Objects: bad}
+		}
 		return out, nil
 	}
 	return nil, nil
@@ -167,6 +177,35 @@ func TestColdDevicesPullEachPortOnce(t *testing.T) {
 	before := pp.returned
 	if _, _, err := s.Devices(context.Background(), ids, false); err != nil || pp.returned != before {
 		t.Errorf("warm Devices pulled %d ports (%v)", pp.returned-before, err)
+	}
+}
+
+// A port whose refreshed object cannot be decoded fails, and keeps failing
+// until the server sends one that decodes: its older cached copy is not used
+// when the next round asks for it without a refresh (review finding: the
+// stale copy was wired one round later).
+func TestUndecodableRefreshForgetsTheOldCopy(t *testing.T) {
+	pp, ids := selfReferencingGroup(2)
+	s := &NeutronServer{Cache: neutron.NewCache(neutron.CacheOptions{Puller: pp}), Host: "me"}
+	if devs, failed, err := s.Devices(context.Background(), ids, false); err != nil || len(devs) != 2 || len(failed) != 0 {
+		t.Fatalf("warm-up: %d devices, failed %v, %v", len(devs), failed, err)
+	}
+	pp.mu.Lock()
+	pp.bad = map[string]bool{"p00": true}
+	pp.mu.Unlock()
+	devs, failed, err := s.Devices(context.Background(), ids, true)
+	if err != nil || !errors.Is(failed["p00"], ErrDetailsUndecodable) || devs["p01"].PortID != "p01" {
+		t.Fatalf("fresh: devices %v, failed %v, %v; want p00 undecodable, p01 wired", devs, failed, err)
+	}
+	devs, failed, err = s.Devices(context.Background(), []string{"p00"}, false)
+	if err != nil || failed["p00"] == nil || devs["p00"].PortID != "" {
+		t.Fatalf("next round: devices %v, failed %v, %v; want p00 failed again, not its old copy", devs, failed, err)
+	}
+	pp.mu.Lock()
+	pp.bad = nil
+	pp.mu.Unlock()
+	if devs, failed, err := s.Devices(context.Background(), []string{"p00"}, false); err != nil || len(failed) != 0 || devs["p00"].PortID != "p00" {
+		t.Errorf("decodable again: devices %v, failed %v, %v", devs, failed, err)
 	}
 }
 
