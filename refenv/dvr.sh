@@ -218,6 +218,8 @@ clean() {
 # the tagged frames between them, the flat external network stays untagged). TENANT=gre|geneve:
 # A and B of that type (the server allocates the key/VNI; the agents have every tunnel type)
 TENANT=${TENANT:-vxlan}; VLAN_A=${VLAN_A:-1101}; VLAN_B=${VLAN_B:-1102}
+# checked here: tenant_provider runs inside $(...) of a JSON argument, where set -e sees no failure
+case "$TENANT" in vxlan|vlan|gre|geneve) ;; *) echo "dvr.sh: TENANT=$TENANT is not vxlan, vlan, gre or geneve" >&2; exit 2 ;; esac
 tenant_provider() { # segmentation id: the provider attributes of a tenant network (none for vxlan)
   case "$TENANT" in
     vlan) printf ',"provider:network_type":"vlan","provider:physical_network":"physnet1","provider:segmentation_id":%s' "$1" ;;

@@ -206,6 +206,10 @@ addon() { # OUT: C and D (VLAN: VLAN_C, VLAN_D) on the running scenario's router
   sleep 8
   after=""; c=0; for h in 1 2 3; do x=$(mac_flows "$h" "$qrc"); after="$after hv$h:$x"; c=$((c + x)); done
   log "flows naming C's router port MAC $qrc before the removal:$before; 8 s after:$after"
+  # meaningful only if C's router port was known and had flows on every host
+  if ! grep -qE '^([0-9a-f]{2}:){5}[0-9a-f]{2}$' <<<"$qrc" || grep -qE ":0( |$)" <<<"$before "; then
+    fail "C's router port ($qrc) had no flows on some host before the removal:$before"
+  fi
   [ "$c" = 0 ] && pass "no flow of C's router port left after its removal" || fail "$c flows of C's removed router port left"
   aclean
 }
@@ -276,6 +280,11 @@ v6_down() { # the IPv6 interfaces removed: no flow of their router ports nor an 
     done
   done
   log "IPv6 router ports $(echo $macs); RA drops / flows naming each port's MAC before the removal:$before; 8 s after:$after"
+  # the check means something only if the flows were there: both IPv6 router ports known, an RA
+  # drop and flows of each port on every host before the removal
+  if [ "$(wc -w <<<"$macs")" != 2 ] || grep -qE "(:|/)0(/| |$)" <<<"$before "; then
+    fail "IPv6 DVR flows not all there before the removal (ports: $(echo $macs);$before)"
+  fi
   [ "$c" = 0 ] && pass "no IPv6 DVR flow left after the IPv6 interfaces' removal" || fail "$c IPv6 DVR flows left after the removal"
   v6_clean
 }

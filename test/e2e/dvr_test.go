@@ -81,16 +81,16 @@ func TestDVR(t *testing.T) {
 	}
 	t.Run(node, func(t *testing.T) { step(t, 5*time.Minute, "replace", bin, "1") })
 	t.Run("check", func(t *testing.T) { step(t, 3*time.Minute, "check") })
-	t.Run("east-west", func(t *testing.T) { step(t, 2*time.Minute, "eastwest") })
+	t.Run("east-west", func(t *testing.T) { step(t, 4*time.Minute, "eastwest") })
 	t.Run("same-host", func(t *testing.T) { step(t, 2*time.Minute, "samehost") })
 	t.Run("north-south", func(t *testing.T) { step(t, 2*time.Minute, "northsouth") })
-	t.Run("kill-9-hv2", func(t *testing.T) { step(t, 3*time.Minute, "restart", "2", bin) })
+	t.Run("kill-9-hv2", func(t *testing.T) { step(t, 5*time.Minute, "restart", "2", bin) })
 	t.Run("interface-remove-add", func(t *testing.T) { step(t, 5*time.Minute, "iface") })
 	if bench != "" {
 		t.Run("ifbench-ovs-agent", func(t *testing.T) { step(t, 20*time.Minute, "ifbench", bench) })
 	}
 	t.Run("report-state", func(t *testing.T) { step(t, 2*time.Minute, "report") })
-	t.Run("tcp-session", func(t *testing.T) { step(t, 2*time.Minute, "tcp") })
+	t.Run("tcp-session", func(t *testing.T) { step(t, 4*time.Minute, "tcp") })
 	// VLAN, GRE and Geneve tenant networks beside the vxlan ones: refenv/dvr_tenant.sh addon
 	for _, typ := range []string{"vlan", "gre", "geneve"} {
 		t.Run(typ+"-tenant-networks", func(t *testing.T) { step(t, 4*time.Minute, "tenant", typ) })
