@@ -758,3 +758,24 @@ func TestFailedPullIsUnavailable(t *testing.T) {
 		t.Fatalf("after the outage: %+v, failed %v", details, failed)
 	}
 }
+
+// A distributed router port is bound per host: without this host's distributed
+// binding it is not bound here (the server swallows its update_device_up: the
+// port stays DOWN for the host and l2pop sends the host no FDB of its network);
+// with it, its status is that binding's, not the port's (ACTIVE as soon as any
+// host's is).
+func TestDVRPortBoundPerHost(t *testing.T) {
+	p := boundPort("qr1", "", 1)
+	p.DeviceOwner = DeviceOwnerDVRInterface
+	p.Status = "ACTIVE"
+	p.DistributedBindings = []PortBinding{{PortID: "qr1", Host: "hv3", Status: "ACTIVE"}}
+	d, err := ComputeDeviceDetails("qr1", p, nil, "hv2")
+	if err != nil || d.Bound {
+		t.Fatalf("without hv2's distributed binding: %+v, %v; want not bound", d, err)
+	}
+	p.DistributedBindings = append(p.DistributedBindings, PortBinding{PortID: "qr1", Host: "hv2", Status: "DOWN"})
+	d, err = ComputeDeviceDetails("qr1", p, nil, "hv2")
+	if err != nil || !d.Bound || d.Status != "DOWN" {
+		t.Fatalf("with hv2's binding (DOWN): %+v, %v; want bound, status DOWN", d, err)
+	}
+}

@@ -165,13 +165,27 @@ func ComputeDeviceDetails(device string, p *Port, network *Network, host string)
 		d.NoActiveBinding = true
 		return d, nil
 	}
+	status := p.Status
+	if p.DeviceOwner == DeviceOwnerDVRInterface {
+		// A distributed router port is bound per host (its distributed bindings): without
+		// this host's binding the server answers get_device_details with the device alone
+		// (get_bound_port_context: "Binding info for DVR port ... not found") and swallows
+		// an update_device_up for it, l2pop included — a port reported up then stays DOWN
+		// for this host and its network's FDB never comes. Unbound until the binding is
+		// there (its creation is pushed); its status is this host's.
+		db := p.DistributedBindingOn(host)
+		if db == nil {
+			return d, nil
+		}
+		status = db.Status
+	}
 	d.Bound = true
 	d.DeviceID = p.DeviceID
 	d.NetworkID = p.NetworkID
 	d.PortID = p.ID
 	d.MACAddress = NormalizeMAC(p.MACAddress)
 	d.AdminStateUp = p.AdminStateUp
-	d.Status = p.Status
+	d.Status = status
 	d.NetworkType = seg.NetworkType
 	d.SegmentationID = seg.SegmentationID
 	d.PhysicalNetwork = seg.PhysicalNetwork

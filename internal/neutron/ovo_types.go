@@ -81,6 +81,19 @@ func (p *Port) BindingOn(host, status string) *PortBinding {
 	return nil
 }
 
+// DeviceOwnerDVRInterface is a distributed router's interface port: bound per host.
+const DeviceOwnerDVRInterface = "network:router_interface_distributed"
+
+// DistributedBindingOn returns the distributed binding of host (a DVR router port's), or nil.
+func (p *Port) DistributedBindingOn(host string) *PortBinding {
+	for i := range p.DistributedBindings {
+		if p.DistributedBindings[i].Host == host {
+			return &p.DistributedBindings[i]
+		}
+	}
+	return nil
+}
+
 // Segment is the segment of the last binding level (the one the L2 agent wires), or nil
 // when the port is not bound.
 func (p *Port) Segment() *NetworkSegment {
