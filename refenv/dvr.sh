@@ -40,23 +40,17 @@ unset MESSAGING
 CAPTURE_NAME=dvr SCENARIO=dvr
 # shellcheck source=lib/capture.sh
 . "$HERE/lib/capture.sh"
+# STATE (in place of lib/capture.sh's), VMPFX, EXTNS, UNDNS, EXT_GW; hv N: HOSTN, VSCTL, HVX, OVSD,
+# HVNS of hypervisor N
+# shellcheck source=lib/dvr.sh
+. "$HERE/lib/dvr.sh"
 TWO=${TWO:-0}
 NHV=${NHV:-1}; [ "$TWO" = 1 ] && [ "$NHV" = 1 ] && NHV=2
 case "$NHV" in [1-9]) ;; *) echo "dvr.sh: NHV=$NHV is not 1..9" >&2; exit 2 ;; esac
-STATE=/run/refenv/$RELEASE-dvr/dvr.env
-VMPFX=$RELEASE-dvr-
-EXTNS=${VMPFX}ext
 UNET=172.31.254
-hv() { # N: HOST_ID, VSCTL, HVX, OVSDIR of hypervisor N (release.sh HV=N)
-  local e; e=$(HV=$1 "$HERE/release.sh" env)
-  HOST_ID=$(sed -n 's/^REFENV_AGENT_HOST=//p' <<<"$e"); OVSDIR=$(sed -n 's/^REFENV_OVS_DIR=//p' <<<"$e")
-  HVNS=$(sed -n 's/^REFENV_OVS_NS=//p' <<<"$e")
-  VSCTL=(ovs-vsctl --timeout=10 --db="unix:$OVSDIR/db.sock"); HVX=(ip netns exec "$HVNS")
-}
 hv 1
 HVS=$(seq -s " " 1 "$NHV")
-UNDNS=${VMPFX}und
-EXT_CIDR=203.0.113.0/24; EXT_GW=203.0.113.1
+EXT_CIDR=203.0.113.0/24
 A_CIDR=10.120.1.0/24; B_CIDR=10.120.2.0/24
 # the options issue 16 names for the reference agent (arp_responder is forced on with DVR anyway),
 # and every tunnel type, so that GRE and Geneve tenant
@@ -254,7 +248,7 @@ scenario() {
   local h1=1 h2=1 host1 host2
   [ "$NHV" = 2 ] && h2=2
   [ "$NHV" -ge 3 ] && { h1=2; h2=3; }
-  hv "$h1"; host1=$HOST_ID; hv "$h2"; host2=$HOST_ID; hv 1
+  hv "$h1"; host1=$HOSTN; hv "$h2"; host2=$HOSTN; hv 1
   P1=$(api POST /ports "{\"port\":{\"name\":\"vm1-port\",\"project_id\":\"$PROJ\",\"network_id\":\"$NA\",\"binding:host_id\":\"$host1\",\"device_owner\":\"compute:nova\",\"device_id\":\"$(uuidgen)\"}}")
   P2=$(api POST /ports "{\"port\":{\"name\":\"vm2-port\",\"project_id\":\"$PROJ\",\"network_id\":\"$NB\",\"binding:host_id\":\"$host2\",\"device_owner\":\"compute:nova\",\"device_id\":\"$(uuidgen)\"}}")
   plug vm1 "$P1" 24 10.120.1.1 "$MTU" "$h1"
@@ -308,7 +302,7 @@ capture() {
   hv "$n"; d=$C/ovs; [ "$NHV" -gt 1 ] && d=$C/hv$n/ovs
   mkdir -p "$d"
   (
-    export OVS_RUNDIR=$OVSDIR
+    export OVS_RUNDIR=$OVSD
     cd "$d"
     ovs-vsctl show > ovs-vsctl-show.txt
     for b in br-int br-tun br-phys; do
@@ -406,7 +400,7 @@ ifbench() { # N rounds: remove subnet A's router interface (B's is held by vm2's
     local h gone=""
     for h in $HVS; do
       hv "$h"
-      d=$(OVS_RUNDIR=$OVSDIR sh -c 'ports=$(ovs-ofctl -O OpenFlow13 show br-int | sed -n "s/^ *\([0-9]*\)(.*/\1/p"); ovs-ofctl -O OpenFlow13 --no-stats dump-flows br-int table=3 |
+      d=$(OVS_RUNDIR=$OVSD sh -c 'ports=$(ovs-ofctl -O OpenFlow13 show br-int | sed -n "s/^ *\([0-9]*\)(.*/\1/p"); ovs-ofctl -O OpenFlow13 --no-stats dump-flows br-int table=3 |
         while read -r l; do o=${l##*output:}; case "$o" in *[!0-9]*|"") continue ;; esac; echo "$ports" | grep -qx "$o" || echo "$l"; done' | grep -c . || true)
       gone="$gone hv$h:$d"
     done
@@ -427,7 +421,7 @@ rpc() { # the DVR RPCs' replies for hv1 and subnet A (router interface port of A
   . "$STATE"
   local qr
   qr=$(api GET "/ports?device_owner=network:router_interface_distributed&network_id=$NETA" | jq -r '.ports[0].id')
-  chroot "$REFENV_CHROOT" python3 - /etc/neutron/refenv-dvr/neutron.conf "$HOST_ID" "$SUBA" "$qr" \
+  chroot "$REFENV_CHROOT" python3 - /etc/neutron/refenv-dvr/neutron.conf "$HOSTN" "$SUBA" "$qr" \
     < "$HERE/dvr_rpc_probe.py"
 }
 

@@ -50,24 +50,17 @@ export RELEASE=${RELEASE:-2026.2} NHV=3
 TAKEOVER=${TAKEOVER:-1}
 unset HV
 D=${DVR_E2E_DIR:-/tmp/refenv-dvr-e2e-$RELEASE}; mkdir -p "$D"
-STATE=/run/refenv/$RELEASE-dvr/dvr.env
-VMPFX=$RELEASE-dvr-; EXTNS=${VMPFX}ext; EXT_GW=203.0.113.1
 TCPPORT=7007
+# the DVR variant's environment (hv1's): API port, database, chroot (the same for every hypervisor)
+eval "$(VARIANT=dvr "$HERE/release.sh" env)"
+# STATE, VMPFX, EXTNS, EXT_GW; hv, vsctl, ofctl, dvrmac, apiw, pingn, sniff, wsniff, pass, fail
+# shellcheck source=lib/dvr.sh
+. "$HERE/lib/dvr.sh"
 log() { echo "[dvr-e2e $(date +%T.%3N)] $*"; }
 ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
-FAILS=0
-pass() { log "PASS: $*"; }
-fail() { log "FAIL: $*"; FAILS=$((FAILS + 1)); }
 finish() { [ "$FAILS" = 0 ] || { log "$FAILS failure(s)"; exit 1; }; exit 0; }
 
-hv() { # N: hypervisor N's names (release.sh HV=N)
-  eval "$(VARIANT=dvr HV=$1 "$HERE/release.sh" env)"
-  HVNS=$REFENV_OVS_NS; HOSTN=$REFENV_AGENT_HOST; OVSD=$REFENV_OVS_DIR
-}
-ofctl() { OVS_RUNDIR=$OVSD ovs-ofctl -O OpenFlow13 "$@"; }
-vsctl() { ovs-vsctl --timeout=10 --db="unix:$OVSD/db.sock" "$@"; }
 api() { curl -sS -f -H 'X-Project-Id: demo' -H 'X-Roles: admin' "http://127.0.0.1:$REFENV_API_PORT/v2.0$1"; }
-apiw() { curl -sS -f -X "$1" -H 'Content-Type: application/json' -H 'X-Project-Id: demo' -d "$3" "http://127.0.0.1:$REFENV_API_PORT/v2.0$2"; }
 vm() { local k=$1; shift; ip netns exec "$VMPFX$k" "$@"; }
 st() { . "$STATE"; }
 # a daemon of ours: setsid, pid recorded in $D/<name>.pid, killed only when /proc/<pid>/cmdline
@@ -88,7 +81,6 @@ kill_ours() { # name signal
 norm() { sed -E 's/^[[:space:]]+//; s/cookie=0x[0-9a-f]+, //; s/(duration|n_packets|n_bytes|idle_age|hard_age)=[^,]*, //g; s/^table=0, //' "$1" \
   | grep -vE '^(OFPST|NXST)|hard_timeout=|^table=(7[0-9]|8[0-9]|9[0-9]),' | sort; }
 hvlist() { local h; h=$(printf 'hv%s, ' "$@"); echo "${h%, }"; } # N...: "hv2, hv3"
-dvrmac() { mysql -N -e "SELECT LOWER(REPLACE(mac_address,'-',':')) FROM $REFENV_DB.dvr_host_macs WHERE host='$1'"; }
 
 # ---- ovs-agent in place of the reference on a hypervisor ----
 ours_ini() { # N: hvN's ini (the reference's) with ovs-agent's metrics on hvN's loopback, in $D
@@ -190,17 +182,7 @@ compare_flows() { # N: hvN's flows now against the reference's dump; ND = the di
   log "hv$n: DVR tables ovs-agent / reference: br-int t1-4 $(grep -cE 'table=[1-4],' "$D/ours-hv$n-br-int.txt" || true)/$(grep -cE 'table=[1-4],' "$D/ref-hv$n-br-int.txt" || true), br-tun t1/t9 $(grep -cE 'table=(1|9),' "$D/ours-hv$n-br-tun.txt" || true)/$(grep -cE 'table=(1|9),' "$D/ref-hv$n-br-tun.txt" || true), br-phys t1-3 $(grep -cE 'table=[1-3],' "$D/ours-hv$n-br-phys.txt" || true)/$(grep -cE 'table=[1-3],' "$D/ref-hv$n-br-phys.txt" || true)"
 }
 
-# ---- packets ----
-sniff() { # N IFACE SECONDS OUT [plain]: frames on IFACE inside hvN's netns (N=ext: the outside netns)
-  local ns
-  if [ "$1" = ext ]; then ns=$EXTNS; else hv "$1"; ns=$HVNS; fi
-  ip netns exec "$ns" python3 "$HERE/dvr_sniff.py" "$2" "$3" ${5:-} > "$4" 2>&1 &
-  SNIFFS="${SNIFFS:-} $!"
-}
-wsniff() { local p; for p in ${SNIFFS:-}; do wait "$p" || true; done; SNIFFS=""; }
-pingn() { # vm dst count interval: prints "sent received"
-  { vm "$1" ping -n -q -c "$3" -i "$4" -W 1 "$2" 2>/dev/null || true; } | sed -nE 's/^([0-9]+) packets transmitted, ([0-9]+) (packets )?received.*/\1 \2/p'
-}
+# ---- packets (sniff, wsniff, pingn: lib/dvr.sh) ----
 # ping_lost FILE [FROM]: "<highest icmp_seq answered> <answers> <lost>" of a `ping -n` stopped by
 # SIGINT, counting the echoes after sequence FROM (default: all): the echoes missing up to the last
 # answered one, plus those sent after it but the last. ping's own count also counts the echo still
@@ -508,7 +490,7 @@ step_teardown() {
   "$HERE/dvr.sh" down
 }
 
-hv 1   # the API port and database names (the same for every hypervisor)
+hv 1   # hv1's names until a step picks a host
 cmd=${1:-}; shift || true
 case "$cmd" in
   up) step_up ;;

@@ -43,31 +43,23 @@ set -euo pipefail
 export PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin
 HERE=$(cd "$(dirname "$0")" && pwd)
 export RELEASE=${RELEASE:-2026.2}
-STATE=/run/refenv/$RELEASE-dvr/dvr.env
-VMPFX=$RELEASE-dvr-; EXTNS=${VMPFX}ext
 TENANT=${TENANT:-vlan}
 case "$TENANT" in vlan|gre|geneve|vxlan) ;; *) echo "dvr_tenant.sh: TENANT=$TENANT is not vlan, gre, geneve or vxlan" >&2; exit 2 ;; esac
 # the VMs' addresses segment() pings: IP (IPv4), IP6 (IPv6: the v6 step)
 IPK=${IPK:-IP}
 VLAN_A=${VLAN_A:-1101}; VLAN_B=${VLAN_B:-1102}
 log() { echo "[dvr-$TENANT $(date +%T.%3N)] $*"; }
-FAILS=0
-pass() { log "PASS: $*"; }
-fail() { log "FAIL: $*"; FAILS=$((FAILS + 1)); }
 eval "$(VARIANT=dvr "$HERE/release.sh" env)"
+# STATE, VMPFX, EXTNS; hv, vsctl, ofctl, host_of, dvrmac, apiw, apid, pingn, sniff, wsniff, pass, fail
+# shellcheck source=lib/dvr.sh
+. "$HERE/lib/dvr.sh"
 api() { curl -sS -f -H 'X-Project-Id: demo' "http://127.0.0.1:$REFENV_API_PORT/v2.0$1"; }
-host_of() { VARIANT=dvr HV=$1 "$HERE/release.sh" env | sed -n 's/^REFENV_AGENT_HOST=//p'; }
-dvrmac() { mysql -N -e "SELECT LOWER(REPLACE(mac_address,'-',':')) FROM $REFENV_DB.dvr_host_macs WHERE host='$1'"; }
-pingn() { # vm dst count interval: "sent received"
-  { ip netns exec "$VMPFX$1" ping -n -q -c "$3" -i "$4" -W 1 "$2" 2>/dev/null || true; } | sed -nE 's/^([0-9]+) packets transmitted, ([0-9]+) (packets )?received.*/\1 \2/p'
-}
-# sniff N SECS OUT: the frames hvN puts on the segment ("in") and gets from it ("out"), in
+# segsniff N SECS OUT: the frames hvN puts on the segment ("in") and gets from it ("out"), in
 # dvr_sniff.py's vlan / tunnel layout: <in|out> <vlan|gre|geneve>=<id> <src mac> <dst mac> <src ip> <dst ip>
-sniff() {
-  if [ "$TENANT" = vlan ]; then ip netns exec "$EXTNS" python3 "$HERE/dvr_sniff.py" "eth$1" "$2" vlan > "$3" 2>&1 &
-  else ip netns exec "${VMPFX}und" python3 "$HERE/dvr_sniff.py" "p$1" "$2" tunnel > "$3" 2>&1 &
+segsniff() {
+  if [ "$TENANT" = vlan ]; then sniff ext "eth$1" "$2" "$3" vlan
+  else sniff und "p$1" "$2" "$3" tunnel
   fi
-  SNIFFS="${SNIFFS:-} $!"
 }
 # seglabel NET-ID: the network's segment as the sniffer prints it (vlan=1101, gre=7, geneve=12)
 seglabel() {
@@ -77,7 +69,6 @@ seglabel() {
   [ "$t" = vxlan ] && t=vni  # dvr_sniff.py's name of VXLAN's id
   echo "$t=$id"
 }
-wsniff() { local p; for p in ${SNIFFS:-}; do wait "$p" || true; done; SNIFFS=""; }
 count() { awk "$1" "$2" | grep -c . || true; }
 
 segment() { # OUT [X Y Z NX NY]: X (hv2, network NX) -> Y (hv3, NY) and Z (hv3, NX) -> Y; default vm1 vm2 vm3 A B
@@ -92,7 +83,7 @@ segment() { # OUT [X Y Z NX NY]: X (hv2, network NX) -> Y (hv3, NY) and Z (hv3, 
   qr=$(api "/ports?device_owner=network:router_interface_distributed" | jq -r '.ports[].mac_address' | paste -sd'|')
   log "DVR MACs hv1 $m1, hv2 $m2, hv3 $m3; qr- MACs $qr; $X $vm1_IP (hv$vm1_HV) $Y $vm2_IP (hv$vm2_HV) $Z $vm3_IP (hv$vm3_HV)"
   api /networks | jq -r '.networks[] | "  network \(.name) \(."provider:network_type") \(."provider:segmentation_id" // "-")"'
-  for n in 1 2 3; do sniff "$n" 7 "$out/ew-hv$n.txt"; done
+  for n in 1 2 3; do segsniff "$n" 7 "$out/ew-hv$n.txt"; done
   sleep 1
   r=$(pingn "$X" "$vm2_IP" 20 0.2); wsniff
   log "east-west $X -> $Y across hosts: sent/received $r"
@@ -107,7 +98,7 @@ segment() { # OUT [X Y Z NX NY]: X (hv2, network NX) -> Y (hv3, NY) and Z (hv3, 
   [ "$a" -ge 18 ] && [ "$b" -ge 18 ] && pass "$TENANT segment: each host sends routed frames with its own DVR MAC on the destination network's segment ($LY / $LX)" || fail "$TENANT segment: $a / $b frames with the DVR MACs"
   [ "$q" = 0 ] && pass "$TENANT segment: no frame with a qr- MAC as source" || fail "$TENANT segment: $q frames with a qr- MAC as source"
   [ "$nn" = 0 ] && pass "the network node sent none of $X <-> $Y" || fail "the network node sent $nn frames of $X <-> $Y"
-  for n in 1 2 3; do sniff "$n" 5 "$out/sh-hv$n.txt"; done
+  for n in 1 2 3; do segsniff "$n" 5 "$out/sh-hv$n.txt"; done
   sleep 1
   r=$(pingn "$Z" "$vm2_IP" 15 0.2); wsniff
   sh=$(cat "$out"/sh-hv*.txt | count "(\$5==\"$vm3_IP\" && \$6==\"$vm2_IP\") || (\$5==\"$vm2_IP\" && \$6==\"$vm3_IP\")" -)
@@ -118,18 +109,11 @@ segment() { # OUT [X Y Z NX NY]: X (hv2, network NX) -> Y (hv3, NY) and Z (hv3, 
 # ---- addon: networks C, D of type TENANT added to a running environment's router (TestDVR's, vxlan A/B) ----
 ASTATE=/run/refenv/$RELEASE-dvr/dvr_tenant.env
 VLAN_C=${VLAN_C:-1103}; VLAN_D=${VLAN_D:-1104}
-apiw() { curl -sS -f -X "$1" -H 'Content-Type: application/json' -H 'X-Project-Id: demo' -d "$3" "http://127.0.0.1:$REFENV_API_PORT/v2.0$2"; }
-apid() { curl -sS -f -X DELETE -H 'X-Project-Id: demo' "http://127.0.0.1:$REFENV_API_PORT/v2.0$1" >/dev/null 2>&1 || true; }
-hvx() { # N: HVNS OVSD of hypervisor N
-  local e; e=$(VARIANT=dvr HV=$1 "$HERE/release.sh" env)
-  HVNS=$(sed -n 's/^REFENV_OVS_NS=//p' <<<"$e"); OVSD=$(sed -n 's/^REFENV_OVS_DIR=//p' <<<"$e")
-}
-vsctl() { ovs-vsctl --timeout=10 --db="unix:$OVSD/db.sock" "$@"; }
 aplug() { # key net hv: a port on net bound to hv, plugged as dvr.sh plug does; recorded in $ASTATE
   local key=$1 pj pid mac ip tap ns=$VMPFX$1 gw t0
   pj=$(apiw POST /ports "{\"port\":{\"name\":\"$key-port\",\"project_id\":\"demo\",\"network_id\":\"$2\",\"binding:host_id\":\"$(host_of "$3")\",\"device_owner\":\"compute:nova\",\"device_id\":\"$(uuidgen)\"}}")
   pid=$(jq -r .port.id <<<"$pj"); mac=$(jq -r .port.mac_address <<<"$pj"); ip=$(jq -r '.port.fixed_ips[0].ip_address' <<<"$pj")
-  gw=${ip%.*}.1; tap="tap${pid:0:11}"; hvx "$3"
+  gw=${ip%.*}.1; tap="tap${pid:0:11}"; hv "$3"
   { echo "${key}_PORT=$pid"; echo "${key}_TAP=$tap"; echo "${key}_IP=$ip"; echo "${key}_MAC=$mac"; echo "${key}_HV=$3"; } >> "$ASTATE"
   ip netns add "$ns"
   ip netns exec "$HVNS" ip link add "$tap" type veth peer name "v${pid:0:11}"
@@ -154,7 +138,7 @@ aclean() { # the addon's VMs (netns, taps) and API objects
     . "$ASTATE"
     for k in vm4 vm5 vm6; do
       eval "tap=\${${k}_TAP:-} h=\${${k}_HV:-}"
-      [ -n "$tap" ] && { hvx "$h"; vsctl --if-exists del-port br-int "$tap" 2>/dev/null || true; ip netns exec "$HVNS" ip link del "$tap" 2>/dev/null || true; }
+      [ -n "$tap" ] && { hv "$h"; vsctl --if-exists del-port br-int "$tap" 2>/dev/null || true; ip netns exec "$HVNS" ip link del "$tap" 2>/dev/null || true; }
     done
     for id in ${SUBC:-} ${SUBD:-}; do apiw PUT "/routers/$ROUTER/remove_router_interface" "{\"subnet_id\":\"$id\"}" >/dev/null 2>&1 || true; done
     for k in vm4 vm5 vm6; do eval "id=\${${k}_PORT:-}"; [ -n "$id" ] && apid "/ports/$id"; done
@@ -165,9 +149,9 @@ aclean() { # the addon's VMs (netns, taps) and API objects
   return 0
 }
 mac_flows() { # N MAC: hvN's flows naming MAC (br-int, br-tun, br-phys)
-  local b c=0 x; hvx "$1"
+  local b c=0 x; hv "$1"
   for b in br-int br-tun br-phys; do
-    x=$(OVS_RUNDIR=$OVSD ovs-ofctl -O OpenFlow13 --no-stats dump-flows "$b" | grep -ciF "$2" || true); c=$((c + x))
+    x=$(ofctl --no-stats dump-flows "$b" | grep -ciF "$2" || true); c=$((c + x))
   done
   echo "$c"
 }
@@ -259,7 +243,7 @@ v6_qrmacs() { # the MACs of the router's distributed ports with an address of A6
 }
 ra_drops() { # N: hvN's br-tun flows dropping the router's IPv6 router advertisements (install_dvr_process_ipv6:
   # table 22; table 10's learning of RAs is the base pipeline's, it stays)
-  hvx "$1"; OVS_RUNDIR=$OVSD ovs-ofctl -O OpenFlow13 --no-stats dump-flows br-tun | grep "table=22," | grep -c "icmp_type=134" || true
+  hv "$1"; ofctl --no-stats dump-flows br-tun | grep "table=22," | grep -c "icmp_type=134" || true
 }
 v6_down() { # the IPv6 interfaces removed: no flow of their router ports nor an IPv6 RA drop left
   local before="" after="" c=0 h x m macs v4macs
