@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -707,12 +708,28 @@ const ResyncChunk = 500
 // errors are joined (SplitPullError sorts them: the undecodable objects by id, and
 // whether any pull failed).
 func (c *Cache) Resync(ctx context.Context, agentRestarted bool) error {
+	return c.ResyncTypes(ctx, CachedTypes, agentRestarted)
+}
+
+// ResyncTypes is Resync for the cached resources of types only, one after the other in
+// that order; only those types' answered queries are forgotten. A caller may stop at a
+// type whose pull failed (an outage: the next types would wait out their timeouts too)
+// by calling it one type at a time.
+func (c *Cache) ResyncTypes(ctx context.Context, types []string, agentRestarted bool) error {
+	types = slices.Clone(types)
 	c.mu.Lock()
 	p := c.puller
-	c.satisfied = map[string]struct{}{}
+	for k := range c.satisfied {
+		for _, t := range types {
+			if k == t || strings.HasPrefix(k, t+"\x00") {
+				delete(c.satisfied, k)
+				break
+			}
+		}
+	}
 	ids := map[string][]string{}
 	before := map[string]map[string]Resource{}
-	for _, t := range CachedTypes {
+	for _, t := range types {
 		before[t] = make(map[string]Resource, len(c.byType[t]))
 		for id, r := range c.byType[t] {
 			ids[t] = append(ids[t], id)
@@ -725,7 +742,7 @@ func (c *Cache) Resync(ctx context.Context, agentRestarted bool) error {
 		return fmt.Errorf("cache: resync: no puller")
 	}
 	var errs []error
-	for _, t := range CachedTypes {
+	for _, t := range types {
 		if len(ids[t]) == 0 {
 			continue
 		}

@@ -412,6 +412,44 @@ func TestCacheResync(t *testing.T) {
 	}
 }
 
+// ResyncTypes re-reads the given types only, and forgets only their answered queries:
+// an Ensure of another type is still answered from the cache.
+func TestCacheResyncTypes(t *testing.T) {
+	fp := &fakePuller{byID: map[string]Resource{"Network/net1": &Network{ID: "net1", MTU: 1450, RevisionNumber: 1}}}
+	rec := &recorder{}
+	c := NewCache(CacheOptions{OnEvent: rec.add, Puller: fp})
+	ctx := context.Background()
+	c.Update(boundPort("gone", "h", 1), false)
+	c.Update(&Network{ID: "net1", MTU: 1450, RevisionNumber: 1}, false)
+	c.Update(&SecurityGroupRule{ID: "r1", SecurityGroupID: "sg1", RevisionNumber: 1}, false)
+	if err := c.Ensure(ctx, TypeSecurityGroupRule, Filter{"security_group_id": {"sg1"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ensure(ctx, TypeNetwork, Filter{"router:external": {"true"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	fp.calls = nil
+	if err := c.ResyncTypes(ctx, []string{TypeNetwork}, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := kinds(rec.take()); len(got) != 0 {
+		t.Errorf("events %v, want none (the port and the rule not re-read, the network unchanged)", got)
+	}
+	if c.Port("gone") == nil || c.SecurityGroupRule("r1") == nil {
+		t.Errorf("a type not asked for was re-read")
+	}
+	if len(fp.calls) != 1 || !strings.HasPrefix(fp.calls[0], "Network ") {
+		t.Errorf("pulls %v, want one of Network", fp.calls)
+	}
+	fp.calls = nil
+	_ = c.Ensure(ctx, TypeSecurityGroupRule, Filter{"security_group_id": {"sg1"}}, false)
+	_ = c.Ensure(ctx, TypeNetwork, Filter{"router:external": {"true"}}, false)
+	if len(fp.calls) != 1 || !strings.HasPrefix(fp.calls[0], "Network ") {
+		t.Errorf("pulls after the resync %v, want the Network query alone asked again", fp.calls)
+	}
+}
+
 // hookPuller calls during before each pull it passes on.
 type hookPuller struct {
 	Puller
