@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -210,6 +211,27 @@ func (s *NeutronServer) Devices(ctx context.Context, ids []string, fresh bool) (
 		}
 	}
 	return out, failed, nil
+}
+
+// ResyncCache implements Cache: neutron.Cache.Resync with agentRestarted
+// false, so that what changed while pushes were lost reaches the agent and
+// the features as news (NotifyFromCache: PortChanged, SecurityGroupChanged
+// …), one type at a time: the first type whose pull fails (an outage) ends
+// it, the next ones would only wait out their timeouts too; the retry
+// re-reads every type.
+func (s *NeutronServer) ResyncCache(ctx context.Context) ([]string, error) {
+	var undecodable []string
+	for _, t := range slices.Clone(neutron.CachedTypes) {
+		err := s.Cache.ResyncTypes(ctx, []string{t}, false)
+		bad, failed := neutron.SplitPullError(err)
+		for _, b := range bad {
+			undecodable = append(undecodable, t+" "+cmp.Or(b.ID, "(id unreadable)"))
+		}
+		if failed {
+			return undecodable, fmt.Errorf("neutron: re-read %s: %w", t, err)
+		}
+	}
+	return undecodable, nil
 }
 
 // detailsReason is the reason Devices gives for a port the cache failed.
