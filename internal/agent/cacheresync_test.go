@@ -213,10 +213,29 @@ func (s *objectServer) BulkPull(_ context.Context, rtype string, f neutron.Filte
 			}
 		}
 		if ok {
-			out = append(out, r)
+			out = append(out, fresh(r))
 		}
 	}
 	return out, nil
+}
+
+// fresh is a shallow copy of r: a pull decodes new objects.
+func fresh(r neutron.Resource) neutron.Resource {
+	switch o := r.(type) {
+	case *neutron.Port:
+		c := *o
+		return &c
+	case *neutron.Network:
+		c := *o
+		return &c
+	case *neutron.SecurityGroup:
+		c := *o
+		return &c
+	case *neutron.SecurityGroupRule:
+		c := *o
+		return &c
+	}
+	return r
 }
 
 func tcpIngress(id, sg string, port, rev int) *neutron.SecurityGroupRule {
@@ -350,7 +369,7 @@ func TestNeutronServerResyncCache(t *testing.T) {
 	for _, ev := range evs {
 		got = append(got, fmt.Sprintf("%s %s %s restarted=%v", ev.Type, ev.Kind, ev.ID, ev.AgentRestarted))
 	}
-	want := []string{"Port updated p1 restarted=false", "Network deleted net-a restarted=false"}
+	want := []string{"Network deleted net-a restarted=false", "Port updated p1 restarted=false"}
 	if !slices.Equal(got, want) {
 		t.Errorf("events %v, want %v", got, want)
 	}
@@ -358,11 +377,94 @@ func TestNeutronServerResyncCache(t *testing.T) {
 		t.Errorf("the undecodable rule's old copy kept")
 	}
 
-	pl.failType, pl.asked = neutron.TypePort, nil
+	objs.put(&neutron.Network{ID: "net-b", MTU: 1450, RevisionNumber: 1})
+	if err := cache.Fill(ctx, neutron.TypeNetwork, neutron.Filter{"id": {"net-b"}}, true); err != nil {
+		t.Fatal(err)
+	}
+	pl.failType, pl.asked = neutron.TypeNetwork, nil
 	if _, err := ns.ResyncCache(ctx); err == nil {
 		t.Fatal("a failed pull not returned")
 	}
-	if !slices.Equal(pl.asked, []string{neutron.TypePort}) {
-		t.Errorf("types asked %v, want only Port (the first, failed)", pl.asked)
+	if n := len(pl.asked); n == 0 || pl.asked[n-1] != neutron.TypeNetwork || slices.Contains(pl.asked, neutron.TypePort) {
+		t.Errorf("types asked %v, want none after Network (failed)", pl.asked)
+	}
+}
+
+// portCounter is objectServer counting the ports each Port pull returned.
+type portCounter struct {
+	*objectServer
+	mu      sync.Mutex
+	pulled  map[string]int
+	filters []string
+}
+
+func (p *portCounter) BulkPull(ctx context.Context, rtype string, f neutron.Filter) ([]neutron.Resource, error) {
+	rs, err := p.objectServer.BulkPull(ctx, rtype, f)
+	if rtype == neutron.TypePort {
+		p.mu.Lock()
+		for k := range f {
+			p.filters = append(p.filters, k)
+		}
+		for _, r := range rs {
+			p.pulled[r.ResourceID()]++
+		}
+		p.mu.Unlock()
+	}
+	return rs, err
+}
+
+// The re-read pulls no port twice: the members of the remote groups the
+// cached rules name by group (new members found too), the other cached
+// ports by id; the firewall's groups then need no port pull.
+func TestNeutronServerResyncCachePullsPortsOnce(t *testing.T) {
+	objs := &objectServer{}
+	for _, id := range []string{"p1", "p2", "p3"} {
+		p := takeoverPort(id)
+		if id != "p3" {
+			p.SecurityGroupIDs = []string{"sg1"}
+		}
+		objs.put(p)
+	}
+	objs.put(&neutron.SecurityGroup{ID: "sg1", Stateful: true, RevisionNumber: 1})
+	r := tcpIngress("r22", "sg1", 22, 1)
+	r.RemoteGroupID = "sg1"
+	objs.put(r)
+	pl := &portCounter{objectServer: objs, pulled: map[string]int{}}
+	cache := neutron.NewCache(neutron.CacheOptions{Puller: pl})
+	ns := &NeutronServer{Cache: cache, Host: "me"}
+	ctx := context.Background()
+	if err := cache.Fill(ctx, neutron.TypePort, neutron.Filter{"id": {"p1", "p2", "p3"}}, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ns.SecurityGroups(ctx, []string{"sg1"}); err != nil {
+		t.Fatal(err)
+	}
+	p4 := takeoverPort("p4") // joined sg1 while the pushes were lost
+	p4.SecurityGroupIDs = []string{"sg1"}
+	objs.put(p4)
+	clear(pl.pulled)
+	pl.filters = nil
+
+	if bad, err := ns.ResyncCache(ctx); err != nil || len(bad) != 0 {
+		t.Fatal(bad, err)
+	}
+	for _, id := range []string{"p1", "p2", "p3"} {
+		if pl.pulled[id] != 1 {
+			t.Errorf("%s pulled %d times by the re-read, want 1 (%v)", id, pl.pulled[id], pl.pulled)
+		}
+	}
+	if cache.Port("p4") == nil {
+		t.Errorf("the new member p4 not found")
+	}
+	clear(pl.pulled)
+	_, members, err := ns.SecurityGroups(ctx, []string{"sg1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pl.pulled) != 0 {
+		t.Errorf("the firewall's groups pulled ports again after the re-read: %v", pl.pulled)
+	}
+	if len(members["sg1"]) != 3 {
+		t.Errorf("sg1 members %v, want p1, p2, p4", members["sg1"])
 	}
 }

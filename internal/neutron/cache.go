@@ -653,6 +653,18 @@ func (c *Cache) RulesOf(sgID string) []*SecurityGroupRule {
 	return out
 }
 
+// IDs returns the ids of the cached resources of rtype, sorted.
+func (c *Cache) IDs(rtype string) []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]string, 0, len(c.byType[rtype]))
+	for id := range c.byType[rtype] {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Len returns how many resources of rtype are cached.
 func (c *Cache) Len(rtype string) int {
 	c.mu.RLock()
@@ -718,7 +730,6 @@ func (c *Cache) Resync(ctx context.Context, agentRestarted bool) error {
 func (c *Cache) ResyncTypes(ctx context.Context, types []string, agentRestarted bool) error {
 	types = slices.Clone(types)
 	c.mu.Lock()
-	p := c.puller
 	for k := range c.satisfied {
 		for _, t := range types {
 			if k == t || strings.HasPrefix(k, t+"\x00") {
@@ -738,6 +749,33 @@ func (c *Cache) ResyncTypes(ctx context.Context, types []string, agentRestarted 
 		sort.Strings(ids[t])
 	}
 	c.mu.Unlock()
+	return c.resync(ctx, types, ids, before, agentRestarted)
+}
+
+// ResyncIDs is Resync for the given ids of rtype only (those not cached are skipped),
+// e.g. the ones a query just pulled again did not return; no answered query is
+// forgotten.
+func (c *Cache) ResyncIDs(ctx context.Context, rtype string, ids []string, agentRestarted bool) error {
+	c.mu.Lock()
+	before := map[string]Resource{}
+	var sel []string
+	for _, id := range ids {
+		if r, ok := c.byType[rtype][id]; ok && before[id] == nil {
+			before[id] = r
+			sel = append(sel, id)
+		}
+	}
+	c.mu.Unlock()
+	sort.Strings(sel)
+	return c.resync(ctx, []string{rtype}, map[string][]string{rtype: sel}, map[string]map[string]Resource{rtype: before}, agentRestarted)
+}
+
+// resync pulls ids[t] for each of types and applies each chunk's reply (applyResync),
+// before[t] being the copies cached when it started.
+func (c *Cache) resync(ctx context.Context, types []string, ids map[string][]string, before map[string]map[string]Resource, agentRestarted bool) error {
+	c.mu.RLock()
+	p := c.puller
+	c.mu.RUnlock()
 	if p == nil {
 		return fmt.Errorf("cache: resync: no puller")
 	}

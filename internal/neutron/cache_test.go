@@ -450,6 +450,43 @@ func TestCacheResyncTypes(t *testing.T) {
 	}
 }
 
+// ResyncIDs re-reads the given cached ids only (not the uncached ones) and forgets no
+// answered query.
+func TestCacheResyncIDs(t *testing.T) {
+	changed := boundPort("p1", "h", 2)
+	changed.AdminStateUp = false
+	fp := &fakePuller{byID: map[string]Resource{"Port/p1": changed, "Port/p2": boundPort("p2", "h", 2)}}
+	rec := &recorder{}
+	c := NewCache(CacheOptions{OnEvent: rec.add, Puller: fp})
+	ctx := context.Background()
+	c.Update(boundPort("p1", "h", 1), false)
+	c.Update(boundPort("p2", "h", 1), false)
+	c.Update(boundPort("gone", "h", 1), false)
+	if err := c.Ensure(ctx, TypePort, Filter{"security_group_ids": {"sg1"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	fp.calls = nil
+	if err := c.ResyncIDs(ctx, TypePort, []string{"p1", "gone", "uncached"}, false); err != nil {
+		t.Fatal(err)
+	}
+	got := kinds(rec.take())
+	if want := []string{"Port updated p1", "Port deleted gone"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	if want := []string{`Port {"id":["gone","p1"]}`}; !reflect.DeepEqual(fp.calls, want) {
+		t.Errorf("pulls %v, want %v", fp.calls, want)
+	}
+	if c.Port("p2").RevisionNumber != 1 {
+		t.Errorf("p2 re-read")
+	}
+	fp.calls = nil
+	_ = c.Ensure(ctx, TypePort, Filter{"security_group_ids": {"sg1"}}, false)
+	if len(fp.calls) != 0 {
+		t.Errorf("an answered query forgotten: %v", fp.calls)
+	}
+}
+
 // hookPuller calls during before each pull it passes on.
 type hookPuller struct {
 	Puller
