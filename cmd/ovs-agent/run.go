@@ -60,7 +60,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 				c.Unsatisfy()
 			}
 			if ag := a.Load(); ag != nil {
-				ag.Notify(agent.Resync{Reason: "broker-reconnect"})
+				ag.Notify(agent.Resync{Reason: agent.ResyncBrokerReconnect})
 			}
 		}},
 	})
@@ -117,7 +117,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		Features:     features,
 	})
 	a.Store(ag)
-	oc.OnReconnect(func() { ag.Notify(agent.Resync{Reason: "ovsdb-reconnect"}) })
+	oc.OnReconnect(func() { ag.Notify(agent.Resync{Reason: agent.ResyncOVSDBReconnect}) })
 
 	if err := (neutron.ConsumerConfig{Host: cfg.Default.Host, Cache: cache, Handler: agent.NeutronHandler{A: ag},
 		// A push that does not decode is dropped by oslo (bad_args): one log line,
@@ -169,7 +169,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 				ready.ready("reporting to neutron-server")
 			}
 			if err == nil && res == neutron.ReportRevived {
-				ag.Notify(agent.Resync{Reason: "revived"})
+				ag.Notify(agent.Resync{Reason: agent.ResyncRevived})
 			}
 		}
 		go func() {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -210,6 +211,72 @@ func (s *NeutronServer) Devices(ctx context.Context, ids []string, fresh bool) (
 		}
 	}
 	return out, failed, nil
+}
+
+// ResyncCache implements Cache: neutron.Cache's resync with agentRestarted
+// false, so that what changed while pushes were lost reaches the agent and
+// the features as news (NotifyFromCache: PortChanged, SecurityGroupChanged
+// …). Every answered query is forgotten first (new objects, a rule or a
+// member added meanwhile, are only found by asking again), then one type at
+// a time: the first type whose pull fails (an outage) ends it, the next ones
+// would only wait out their timeouts too; the retry re-reads every type.
+//
+// The ports last, in the order of refreshPorts: most cached ports are the
+// members of the remote groups the cached rules name, which the firewall
+// asks for again anyway once the queries are forgotten; asking for them
+// here first re-reads those (and finds new members) in one pull, and only
+// the ports it did not return are re-read by id: no port is pulled twice.
+func (s *NeutronServer) ResyncCache(ctx context.Context) ([]string, error) {
+	var undecodable []string
+	seen := map[string]bool{}
+	failed := func(rtype string, err error) bool {
+		bad, failed := neutron.SplitPullError(err)
+		for _, b := range bad {
+			name := rtype + " " + cmp.Or(b.ID, "(id unreadable)")
+			if !seen[name] {
+				seen[name] = true
+				undecodable = append(undecodable, name)
+			}
+		}
+		return failed
+	}
+	s.Cache.Unsatisfy()
+	for _, t := range neutron.CachedTypes {
+		if t == neutron.TypePort {
+			continue
+		}
+		if err := s.Cache.ResyncTypes(ctx, []string{t}, false); failed(t, err) {
+			return undecodable, fmt.Errorf("neutron: re-read %s: %w", t, err)
+		}
+	}
+	ports := s.Cache.IDs(neutron.TypePort)
+	before := make(map[string]*neutron.Port, len(ports))
+	for _, id := range ports {
+		before[id] = s.Cache.Port(id)
+	}
+	remote := map[string]bool{}
+	for _, id := range s.Cache.IDs(neutron.TypeSecurityGroupRule) {
+		if r := s.Cache.SecurityGroupRule(id); r != nil && r.RemoteGroupID != "" {
+			remote[r.RemoteGroupID] = true
+		}
+	}
+	if len(remote) > 0 && len(ports) > 0 {
+		err := s.Cache.Ensure(ctx, neutron.TypePort, neutron.Filter{"security_group_ids": slices.Sorted(maps.Keys(remote))}, false)
+		if failed(neutron.TypePort, err) {
+			return undecodable, fmt.Errorf("neutron: re-read the remote groups' ports: %w", err)
+		}
+	}
+	var rest []string
+	for _, id := range ports {
+		// A port object that changed identity was just pulled (as in refreshPorts).
+		if p := s.Cache.Port(id); p != nil && p == before[id] {
+			rest = append(rest, id)
+		}
+	}
+	if err := s.Cache.ResyncIDs(ctx, neutron.TypePort, rest, false); failed(neutron.TypePort, err) {
+		return undecodable, fmt.Errorf("neutron: re-read %s: %w", neutron.TypePort, err)
+	}
+	return undecodable, nil
 }
 
 // detailsReason is the reason Devices gives for a port the cache failed.

@@ -184,6 +184,15 @@ type Agent struct {
 	// resourceTypes: the OVO types some feature consumes (read by
 	// NotifyFromCache from any goroutine; never changed after New).
 	resourceTypes map[string]bool
+
+	// cacheResync: a reason after which pushes may have been lost
+	// (pushesMayBeLost): the cached server objects are to be re-read
+	// (resyncCache), with cacheRetry's back-off; "" none.
+	cacheResync string
+	cacheRetry  retry
+	// cacheCurrent: the cache was re-read since fresh was set; the fresh
+	// details fetch need not pull the ports again.
+	cacheCurrent bool
 }
 
 // retry is the back-off of one piece of work retried after failures: the
@@ -518,6 +527,9 @@ func (a *Agent) nextWake() time.Time {
 	}
 	for _, r := range a.featRetry {
 		consider(r.at)
+	}
+	if a.cacheResync != "" && a.started && a.bridgesOK {
+		consider(a.cacheRetry.at)
 	}
 	return next
 }

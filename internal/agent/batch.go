@@ -60,6 +60,7 @@ func (a *Agent) batch(ctx context.Context) {
 		a.startResync(a.resync)
 		a.resync = ""
 	}
+	a.resyncCache(ctx)
 	// On the agent's clock: the OVSDB write and the bundles are the
 	// dataplane stage of the ports this batch wires.
 	t0 := a.now()
@@ -194,7 +195,64 @@ func (a *Agent) startResync(reason string) {
 		}
 	}
 	a.fresh = true
+	a.cacheCurrent = false
 	a.resyncFeatures(reason) // the overlay asks for every tunnelled network's FDB
+}
+
+// needCacheResync records that the cached server objects must be re-read
+// after a full resync of this reason (pushesMayBeLost). Not for "revived"
+// before the agent's first sync ended (the server's answer to its first
+// report after a long absence): the cache was filled by this start, its
+// consumers listening, and pulling all of it again would double the time
+// a restart takes.
+func (a *Agent) needCacheResync(reason string) {
+	if !pushesMayBeLost(reason) {
+		return
+	}
+	if reason == ResyncRevived && !a.swept {
+		a.log.Info("agent: revived during the start: the cache this start filled is not re-read")
+		return
+	}
+	if a.cacheResync == "" {
+		a.cacheResync = reason
+	}
+	a.cacheRetry.at = time.Time{} // news: no back-off of an earlier failure to wait out
+}
+
+// resyncCache re-reads the cached server objects when a full resync asked
+// for it (needCacheResync), before the details fetch: the changes arrive as
+// the cache's events (NotifyFromCache), as if pushed, and the fetch reads
+// the ports from the cache just re-read instead of pulling them again. A
+// failed pull (an outage) is retried with the back-off; objects that could
+// not be decoded are counted and logged, dropped from the cache by it (their
+// ports then fail their own details), and not retried: the rest was applied.
+func (a *Agent) resyncCache(ctx context.Context) {
+	if a.cacheResync == "" || a.cacheRetry.waiting(a.now()) {
+		return
+	}
+	start := time.Now()
+	undecodable, err := a.d.Cache.ResyncCache(ctx)
+	took := time.Since(start)
+	if len(undecodable) > 0 {
+		for range undecodable {
+			a.d.Metrics.IncMalformed("cache-resync", "undecodable")
+		}
+		a.log.Error("agent: re-reading the cache: objects the server returned could not be decoded; dropped from the cache, the others applied",
+			"reason", a.cacheResync, "objects", len(undecodable), "first", undecodable[0])
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		wait := a.cacheRetry.fail(a.now(), a.backoff)
+		a.log.Warn("agent: re-reading the cached server objects failed (pushes may have been lost); retrying",
+			"reason", a.cacheResync, "failures", a.cacheRetry.failures, "retry_in", wait, "took", took, "err", err)
+		return
+	}
+	a.log.Info("agent: cached server objects re-read", "reason", a.cacheResync, "took", took)
+	a.cacheRetry = retry{}
+	a.cacheResync = ""
+	a.cacheCurrent = true
 }
 
 func (a *Agent) fetchDetails(ctx context.Context) {
@@ -210,7 +268,7 @@ func (a *Agent) fetchDetails(ctx context.Context) {
 	}
 	sort.Strings(ids)
 	start := time.Now()
-	devs, failed, err := a.d.Cache.Devices(ctx, ids, a.fresh)
+	devs, failed, err := a.d.Cache.Devices(ctx, ids, a.fresh && !a.cacheCurrent)
 	took := time.Since(start)
 	got := a.now()
 	if err != nil {
@@ -229,6 +287,7 @@ func (a *Agent) fetchDetails(ctx context.Context) {
 	}
 	fresh := a.fresh
 	a.fresh = false
+	a.cacheCurrent = false
 	for _, id := range ids {
 		if failed[id] != nil {
 			continue

@@ -60,6 +60,23 @@ type TunnelDelete struct{ IP, Type string }
 // server had lost track of this agent (restarted, or the agent was away).
 const ResyncRevived = "revived"
 
+// ResyncBrokerReconnect is the Resync reason after the broker connection came
+// back: pushes sent while it was down are lost.
+const ResyncBrokerReconnect = "broker-reconnect"
+
+// ResyncOVSDBReconnect is the Resync reason after the OVSDB connection came
+// back (the bridges and ports may have changed behind the agent's back).
+const ResyncOVSDBReconnect = "ovsdb-reconnect"
+
+// pushesMayBeLost reports whether a full resync of this reason may follow
+// lost server pushes, so that the cached server objects (ports, networks,
+// security groups, rules, address groups …) are re-read (Cache.ResyncCache):
+// a broker reconnect, and "revived" (the server lost track of the agent). An
+// OVSDB reconnect, an ovs-vswitchd restart or an inbox overflow lose none.
+func pushesMayBeLost(reason string) bool {
+	return reason == ResyncBrokerReconnect || reason == ResyncRevived
+}
+
 // Resync asks for a full resync: broker reconnect, "revived" report, or
 // anything else that may have lost notifications.
 type Resync struct{ Reason string }
@@ -108,6 +125,9 @@ type inboxOverflow struct {
 	deactivated map[string]bool
 	sg          bool
 	full        string // full resync reason
+	// lost: a reason after which pushes may have been lost (pushesMayBeLost)
+	// folded behind another full one: its cache resync must not be lost.
+	lost string
 }
 
 // add folds ev; limit bounds the resources remembered, beyond which a full
@@ -153,6 +173,9 @@ func (o *inboxOverflow) add(ev Event, limit int) {
 		if o.full == "" {
 			o.full = e.Reason
 		}
+		if pushesMayBeLost(e.Reason) && o.lost == "" {
+			o.lost = e.Reason
+		}
 	default:
 		// An event kind not folded above: a full resync, never nothing.
 		if o.full == "" {
@@ -181,6 +204,9 @@ func (o *inboxOverflow) events() []Event {
 	var out []Event
 	if o.full != "" {
 		out = append(out, Resync{Reason: o.full})
+	}
+	if o.lost != "" && o.lost != o.full {
+		out = append(out, Resync{Reason: o.lost})
 	}
 	for _, id := range slices.Sorted(maps.Keys(o.ports)) {
 		out = append(out, PortChanged{PortID: id})

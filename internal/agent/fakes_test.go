@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -371,6 +372,10 @@ type fakeServer struct {
 	refuse       map[string]bool    // ports whose details Devices fails (the server answering)
 	refused      map[string]int     // … how often it did, per port
 	downAsFailed bool               // when down, Devices fails every port as unavailable without an error, as the cache does when its pulls fail
+	devicesFresh []bool             // the fresh argument of every Devices call
+	cacheResyncs int                // ResyncCache calls
+	resyncFail   int                // … the next ones of which fail (an outage)
+	undecodable  []string           // … the objects every one finds undecodable
 }
 
 // outNow returns the calls in the server now and the most at once since
@@ -481,9 +486,10 @@ func (s *fakeServer) UpdateDeviceList(ctx context.Context, up, down []string, re
 	return r, nil
 }
 
-func (s *fakeServer) Devices(_ context.Context, ids []string, _ bool) (map[string]Device, map[string]error, error) {
+func (s *fakeServer) Devices(_ context.Context, ids []string, fresh bool) (map[string]Device, map[string]error, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.devicesFresh = append(s.devicesFresh, fresh)
 	if s.onDevices != nil {
 		s.onDevices()
 	}
@@ -513,6 +519,36 @@ func (s *fakeServer) Devices(_ context.Context, ids []string, _ bool) (map[strin
 		}
 	}
 	return out, failed, nil
+}
+
+// ResyncCache counts the cache's re-reads; it fails (an outage) while the
+// server is down and for the next resyncFail calls.
+func (s *fakeServer) ResyncCache(context.Context) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cacheResyncs++
+	if s.TunnelServer.Down() {
+		return nil, errDown
+	}
+	if s.resyncFail > 0 {
+		s.resyncFail--
+		return slices.Clone(s.undecodable), errDown
+	}
+	return slices.Clone(s.undecodable), nil
+}
+
+// resyncs returns how many times the cache was re-read.
+func (s *fakeServer) resyncs() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cacheResyncs
+}
+
+// freshFetches returns the fresh argument of every Devices call so far.
+func (s *fakeServer) freshFetches() []bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.devicesFresh)
 }
 
 func (s *fakeServer) setRefuse(id string, v bool) {

@@ -234,6 +234,15 @@ type Cache interface {
 	// bypasses the cache (full resync: notifications may have been lost). An
 	// error fails every port, as unavailable.
 	Devices(ctx context.Context, ids []string, fresh bool) (devs map[string]Device, failed map[string]error, err error)
+	// ResyncCache re-reads from the server every object the cache holds
+	// (ports, networks, security groups, rules, address groups …) after
+	// pushes may have been lost (a broker reconnect, "revived"); what changed
+	// or is gone reaches the agent as news, the cache's ordinary update and
+	// delete events. undecodable names the objects the server returned that
+	// could not be decoded ("type id"): dropped from the cache, the rest is
+	// applied; no retry is asked for them. err is a pull that failed (an
+	// outage): to be retried.
+	ResyncCache(ctx context.Context) (undecodable []string, err error)
 }
 
 // ErrDetailsUnavailable is wrapped by the reason of a port whose details

@@ -220,6 +220,7 @@ func (a *Agent) onEvent(ev Event) {
 		if a.resync == "" {
 			a.resync = e.Reason
 		}
+		a.needCacheResync(e.Reason)
 	case fdbRefresh:
 		a.overlayEvent(overlay.FDBRefresh(e))
 	case tunnelResync:

@@ -277,7 +277,8 @@ func (a *Agent) reportFailed(ids []string, err error) {
 // updateSync computes whether the agent is in sync and publishes it.
 func (a *Agent) updateSync() {
 	// A feature whose Sync failed has not put its state in place yet.
-	in := a.swept && a.dataplaneComplete() && len(a.dirtyOwner) == 0 && len(a.featRetry) == 0
+	// Cached server objects still to be re-read may be stale (lost pushes).
+	in := a.swept && a.dataplaneComplete() && len(a.dirtyOwner) == 0 && len(a.featRetry) == 0 && a.cacheResync == ""
 	wired := 0
 	devices := 0
 	for _, p := range a.ports {

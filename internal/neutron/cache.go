@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -567,6 +568,10 @@ func (c *Cache) Unsatisfy() {
 func (c *Cache) Forget(rtype, id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.forgetLocked(rtype, id)
+}
+
+func (c *Cache) forgetLocked(rtype, id string) {
 	delete(c.byType[rtype], id)
 	delete(c.pushedAt[rtype], id)
 	for _, k := range c.queryKeys(rtype, Filter{"id": {id}}) {
@@ -648,6 +653,18 @@ func (c *Cache) RulesOf(sgID string) []*SecurityGroupRule {
 	return out
 }
 
+// IDs returns the ids of the cached resources of rtype, sorted.
+func (c *Cache) IDs(rtype string) []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]string, 0, len(c.byType[rtype]))
+	for id := range c.byType[rtype] {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Len returns how many resources of rtype are cached.
 func (c *Cache) Len(rtype string) int {
 	c.mu.RLock()
@@ -695,43 +712,111 @@ const ResyncChunk = 500
 // Resync re-reads every cached resource from the server, as after a broker outage in
 // which pushes may have been lost: changed ones produce update events, ones the server no
 // longer has produce delete events, and earlier answered queries are forgotten so Ensure
-// asks again. Types fail independently; the first error is returned.
+// asks again. The ids are pulled in chunks (inChunks); a chunk whose pull failed (an
+// outage: SplitPullError) changes nothing, and a chunk whose reply had objects that could
+// not be decoded (a *BadObjectsError) is applied without them, as fillOnce does, so that
+// one object costs itself alone, not its chunk's. Those objects are dropped from the
+// cache without a delete (applyResync says why). Types and chunks fail independently; the
+// errors are joined (SplitPullError sorts them: the undecodable objects by id, and
+// whether any pull failed).
 func (c *Cache) Resync(ctx context.Context, agentRestarted bool) error {
+	return c.ResyncTypes(ctx, CachedTypes, agentRestarted)
+}
+
+// ResyncTypes is Resync for the cached resources of types only, one after the other in
+// that order; only those types' answered queries are forgotten. A caller may stop at a
+// type whose pull failed (an outage: the next types would wait out their timeouts too)
+// by calling it one type at a time.
+func (c *Cache) ResyncTypes(ctx context.Context, types []string, agentRestarted bool) error {
+	types = slices.Clone(types)
 	c.mu.Lock()
-	p := c.puller
-	c.satisfied = map[string]struct{}{}
+	for k := range c.satisfied {
+		for _, t := range types {
+			if k == t || strings.HasPrefix(k, t+"\x00") {
+				delete(c.satisfied, k)
+				break
+			}
+		}
+	}
 	ids := map[string][]string{}
-	for _, t := range CachedTypes {
-		for id := range c.byType[t] {
+	before := map[string]map[string]Resource{}
+	for _, t := range types {
+		before[t] = make(map[string]Resource, len(c.byType[t]))
+		for id, r := range c.byType[t] {
 			ids[t] = append(ids[t], id)
+			before[t][id] = r
 		}
 		sort.Strings(ids[t])
 	}
 	c.mu.Unlock()
+	return c.resync(ctx, types, ids, before, agentRestarted)
+}
+
+// ResyncIDs is Resync for the given ids of rtype only (those not cached are skipped),
+// e.g. the ones a query just pulled again did not return; no answered query is
+// forgotten.
+func (c *Cache) ResyncIDs(ctx context.Context, rtype string, ids []string, agentRestarted bool) error {
+	c.mu.Lock()
+	before := map[string]Resource{}
+	var sel []string
+	for _, id := range ids {
+		if r, ok := c.byType[rtype][id]; ok && before[id] == nil {
+			before[id] = r
+			sel = append(sel, id)
+		}
+	}
+	c.mu.Unlock()
+	sort.Strings(sel)
+	return c.resync(ctx, []string{rtype}, map[string][]string{rtype: sel}, map[string]map[string]Resource{rtype: before}, agentRestarted)
+}
+
+// resync pulls ids[t] for each of types and applies each chunk's reply (applyResync),
+// before[t] being the copies cached when it started.
+func (c *Cache) resync(ctx context.Context, types []string, ids map[string][]string, before map[string]map[string]Resource, agentRestarted bool) error {
+	c.mu.RLock()
+	p := c.puller
+	c.mu.RUnlock()
 	if p == nil {
 		return fmt.Errorf("cache: resync: no puller")
 	}
-	var firstErr error
-	for _, t := range CachedTypes {
+	var errs []error
+	for _, t := range types {
 		if len(ids[t]) == 0 {
 			continue
 		}
 		err := inChunks(ids[t], func(chunk []string) error {
 			rs, versions, err := bulkPull(ctx, p, t, Filter{"id": chunk})
-			if err != nil {
+			bad, failed := SplitPullError(err)
+			if failed {
 				return err
 			}
-			c.applyResync(t, chunk, rs, versions, agentRestarted)
-			return nil
+			c.applyResync(t, chunk, rs, versions, bad, before[t], agentRestarted)
+			return err
 		})
-		if err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("cache: resync %s: %w", t, err)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cache: resync %s: %w", t, err))
 		}
 	}
-	return firstErr
+	return errors.Join(errs...)
 }
 
-func (c *Cache) applyResync(rtype string, asked []string, rs []Resource, versions []string, agentRestarted bool) {
+// applyResync applies the reply to one chunk of Resync: rs (the objects decoded) and bad
+// (the objects returned that could not be decoded), for the ids asked, cached as before
+// (by id) when Resync started.
+//
+// An asked id neither returned nor bad is gone from the server: deleted. A bad one still
+// exists there, so it is not deleted (that would also reject its later updates), but its
+// cached copy is forgotten (Forget): as everywhere in the package, a refreshed object that
+// does not decode is not used from its older copy — the server's current one is the one
+// the agent cannot read, and the old copy would be wired as if current (the agent's
+// Devices forgets a port whose refresh did not decode for the same reason). Ensure pulls
+// it again, and it stays failed until it decodes. Forgetting sends no event: the error
+// Resync returns names the object. A copy that a push replaced after Resync started is
+// newer than the pull and kept. A bad object whose id could not be read may be any asked id not
+// returned: none of those is deleted or forgotten, as the reply does not say which.
+// The queries of the bad ids (of all ids not returned, for a bad one without id) stay
+// unanswered, as in fillOnce, so that Ensure asks again.
+func (c *Cache) applyResync(rtype string, asked []string, rs []Resource, versions []string, bad []BadObject, before map[string]Resource, agentRestarted bool) {
 	c.deliverMu.Lock()
 	defer c.deliverMu.Unlock()
 	var evs []Event
@@ -744,15 +829,34 @@ func (c *Cache) applyResync(rtype string, asked []string, rs []Resource, version
 		got[r.ResourceID()] = true
 		evs = c.updateAtLocked(r, versions[i], agentRestarted, evs)
 	}
+	undecodable := map[string]bool{}
+	anyID := false // a bad object without id: any id not returned may be it
+	for _, b := range bad {
+		if b.ID == "" {
+			anyID = true
+			continue
+		}
+		undecodable[b.ID] = true
+	}
 	for _, id := range asked {
-		if !got[id] {
-			if _, still := c.byType[rtype][id]; still {
-				evs = c.deleteLocked(rtype, id, evs)
+		if got[id] {
+			continue
+		}
+		cur, still := c.byType[rtype][id]
+		switch {
+		case !still:
+		case undecodable[id]:
+			if cur == before[id] {
+				c.forgetLocked(rtype, id)
 			}
+		case !anyID:
+			evs = c.deleteLocked(rtype, id, evs)
 		}
 	}
-	for _, k := range c.queryKeys(rtype, Filter{"id": asked}) {
-		c.satisfied[k] = struct{}{}
+	if ans, ok := answered(Filter{"id": asked}, rs, bad); ok {
+		for _, k := range c.queryKeys(rtype, ans) {
+			c.satisfied[k] = struct{}{}
+		}
 	}
 	c.mu.Unlock()
 	c.deliver(evs)

@@ -147,6 +147,13 @@ type fakePuller struct {
 	byID    map[string]Resource
 	err     error
 	latency time.Duration
+	// bad: objects ("Type/id") the server returns that cannot be decoded (a
+	// *BadObjectsError naming them, the others returned); badNoID: one more such
+	// object, whose id cannot be read, in every reply
+	bad     map[string]bool
+	badNoID bool
+	// failOn: a pull asking for this id fails (an outage), the others do not
+	failOn string
 }
 
 func (f *fakePuller) BulkPull(ctx context.Context, rtype string, filter Filter) ([]Resource, error) {
@@ -158,10 +165,24 @@ func (f *fakePuller) BulkPull(ctx context.Context, rtype string, filter Filter) 
 		return nil, f.err
 	}
 	var out []Resource
+	var bad []BadObject
 	for _, id := range filter["id"] {
+		if f.failOn != "" && id == f.failOn {
+			return nil, errors.New("timeout")
+		}
+		if f.bad[rtype+"/"+id] {
+			bad = append(bad, BadObject{ID: id, Err: errors.New("fixed_ips: not a list")})
+			continue
+		}
 		if r, ok := f.byID[rtype+"/"+id]; ok {
 			out = append(out, r)
 		}
+	}
+	if f.badNoID {
+		bad = append(bad, BadObject{Err: errors.New("no id")})
+	}
+	if len(bad) > 0 {
+		return out, &BadObjectsError{Type: rtype, Objects: bad}
 	}
 	return out, nil
 }
@@ -388,6 +409,234 @@ func TestCacheResync(t *testing.T) {
 	fp.err = errors.New("down")
 	if err := c.Resync(context.Background(), false); err == nil {
 		t.Fatal("resync error swallowed")
+	}
+}
+
+// ResyncTypes re-reads the given types only, and forgets only their answered queries:
+// an Ensure of another type is still answered from the cache.
+func TestCacheResyncTypes(t *testing.T) {
+	fp := &fakePuller{byID: map[string]Resource{"Network/net1": &Network{ID: "net1", MTU: 1450, RevisionNumber: 1}}}
+	rec := &recorder{}
+	c := NewCache(CacheOptions{OnEvent: rec.add, Puller: fp})
+	ctx := context.Background()
+	c.Update(boundPort("gone", "h", 1), false)
+	c.Update(&Network{ID: "net1", MTU: 1450, RevisionNumber: 1}, false)
+	c.Update(&SecurityGroupRule{ID: "r1", SecurityGroupID: "sg1", RevisionNumber: 1}, false)
+	if err := c.Ensure(ctx, TypeSecurityGroupRule, Filter{"security_group_id": {"sg1"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ensure(ctx, TypeNetwork, Filter{"router:external": {"true"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	fp.calls = nil
+	if err := c.ResyncTypes(ctx, []string{TypeNetwork}, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := kinds(rec.take()); len(got) != 0 {
+		t.Errorf("events %v, want none (the port and the rule not re-read, the network unchanged)", got)
+	}
+	if c.Port("gone") == nil || c.SecurityGroupRule("r1") == nil {
+		t.Errorf("a type not asked for was re-read")
+	}
+	if len(fp.calls) != 1 || !strings.HasPrefix(fp.calls[0], "Network ") {
+		t.Errorf("pulls %v, want one of Network", fp.calls)
+	}
+	fp.calls = nil
+	_ = c.Ensure(ctx, TypeSecurityGroupRule, Filter{"security_group_id": {"sg1"}}, false)
+	_ = c.Ensure(ctx, TypeNetwork, Filter{"router:external": {"true"}}, false)
+	if len(fp.calls) != 1 || !strings.HasPrefix(fp.calls[0], "Network ") {
+		t.Errorf("pulls after the resync %v, want the Network query alone asked again", fp.calls)
+	}
+}
+
+// ResyncIDs re-reads the given cached ids only (not the uncached ones) and forgets no
+// answered query.
+func TestCacheResyncIDs(t *testing.T) {
+	changed := boundPort("p1", "h", 2)
+	changed.AdminStateUp = false
+	fp := &fakePuller{byID: map[string]Resource{"Port/p1": changed, "Port/p2": boundPort("p2", "h", 2)}}
+	rec := &recorder{}
+	c := NewCache(CacheOptions{OnEvent: rec.add, Puller: fp})
+	ctx := context.Background()
+	c.Update(boundPort("p1", "h", 1), false)
+	c.Update(boundPort("p2", "h", 1), false)
+	c.Update(boundPort("gone", "h", 1), false)
+	if err := c.Ensure(ctx, TypePort, Filter{"security_group_ids": {"sg1"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	fp.calls = nil
+	if err := c.ResyncIDs(ctx, TypePort, []string{"p1", "gone", "uncached"}, false); err != nil {
+		t.Fatal(err)
+	}
+	got := kinds(rec.take())
+	if want := []string{"Port updated p1", "Port deleted gone"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	if want := []string{`Port {"id":["gone","p1"]}`}; !reflect.DeepEqual(fp.calls, want) {
+		t.Errorf("pulls %v, want %v", fp.calls, want)
+	}
+	if c.Port("p2").RevisionNumber != 1 {
+		t.Errorf("p2 re-read")
+	}
+	fp.calls = nil
+	_ = c.Ensure(ctx, TypePort, Filter{"security_group_ids": {"sg1"}}, false)
+	if len(fp.calls) != 0 {
+		t.Errorf("an answered query forgotten: %v", fp.calls)
+	}
+}
+
+// hookPuller calls during before each pull it passes on.
+type hookPuller struct {
+	Puller
+	during func(rtype string)
+}
+
+func (h *hookPuller) BulkPull(ctx context.Context, rtype string, filter Filter) ([]Resource, error) {
+	h.during(rtype)
+	return h.Puller.BulkPull(ctx, rtype, filter)
+}
+
+// An object of a resync's reply that cannot be decoded costs that object alone: the
+// others of the reply are updated or deleted as without it. It still exists on the
+// server, so it is not deleted, but its old copy is not kept either (a refreshed object
+// that does not decode is not used from its older copy): Ensure asks for it again. The
+// error names it and is no outage.
+func TestCacheResyncUndecodableObject(t *testing.T) {
+	changed := boundPort("p1", "h", 2)
+	changed.AdminStateUp = false
+	fp := &fakePuller{
+		byID: map[string]Resource{"Port/p1": changed, "Port/bad": boundPort("bad", "h", 2)},
+		bad:  map[string]bool{"Port/bad": true},
+	}
+	rec := &recorder{}
+	c := NewCache(CacheOptions{OnEvent: rec.add, Puller: fp})
+	for _, id := range []string{"bad", "gone", "p1"} {
+		c.Update(boundPort(id, "h", 1), false)
+	}
+	rec.take()
+	ctx := context.Background()
+	err := c.Resync(ctx, false)
+	bad, failed := SplitPullError(err)
+	if err == nil || failed || len(bad) != 1 || bad[0].ID != "bad" || !errors.Is(err, ErrBadReply) {
+		t.Fatalf("resync: %v (bad %v, failed %v); want the undecodable object named, no outage", err, bad, failed)
+	}
+	if got, want := kinds(rec.take()), []string{"Port updated p1", "Port deleted gone"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("resync events %v, want %v", got, want)
+	}
+	if c.Port("p1").AdminStateUp || c.Port("gone") != nil || !c.IsDeleted(TypePort, "gone") {
+		t.Fatal("the other objects of the reply were not applied")
+	}
+	if c.Port("bad") != nil || c.IsDeleted(TypePort, "bad") {
+		t.Fatalf("undecodable object: cached %v, deleted %v; want its old copy forgotten, not deleted", c.Port("bad") != nil, c.IsDeleted(TypePort, "bad"))
+	}
+	// p1's query was answered, bad's was not: Ensure asks for bad alone.
+	n := len(fp.calls)
+	if err := c.Ensure(ctx, TypePort, Filter{"id": {"p1", "bad"}}, false); err == nil || len(fp.calls) != n+1 || fp.calls[n] != `Port {"id":["bad"]}` {
+		t.Fatalf("ensure after resync: %v, pulls %v; want bad asked for again, alone", err, fp.calls[n:])
+	}
+	// Decodable again: cached, and a push for it is taken (it was never deleted).
+	fp.mu.Lock()
+	fp.bad = nil
+	fp.mu.Unlock()
+	if err := c.Ensure(ctx, TypePort, Filter{"id": {"bad"}}, false); err != nil || c.Port("bad") == nil || c.Port("bad").RevisionNumber != 2 {
+		t.Fatalf("decodable again: %v, %v", err, c.Port("bad"))
+	}
+	c.Update(boundPort("bad", "h", 3), false)
+	if c.Port("bad").RevisionNumber != 3 {
+		t.Fatal("a push for the object refused")
+	}
+}
+
+// A copy of an undecodable object that a push brought while the resync's pull was out
+// is newer than the pull: it is kept.
+func TestCacheResyncKeepsCopyPushedDuringPull(t *testing.T) {
+	fp := &fakePuller{byID: map[string]Resource{}, bad: map[string]bool{"Port/bad": true}}
+	var c *Cache
+	c = NewCache(CacheOptions{Puller: &hookPuller{Puller: fp, during: func(string) { c.Update(boundPort("bad", "h", 5), false) }}})
+	c.Update(boundPort("bad", "h", 1), false)
+	if err := c.Resync(context.Background(), false); err == nil {
+		t.Fatal("resync error swallowed")
+	}
+	if p := c.Port("bad"); p == nil || p.RevisionNumber != 5 {
+		t.Fatalf("cached %v, want the copy pushed during the pull (revision 5)", p)
+	}
+}
+
+// A bad object whose id could not be read may be any id the reply did not return:
+// none of those is deleted (or forgotten); the objects returned are updated.
+func TestCacheResyncBadObjectWithoutID(t *testing.T) {
+	changed := boundPort("p1", "h", 2)
+	changed.AdminStateUp = false
+	fp := &fakePuller{byID: map[string]Resource{"Port/p1": changed}, badNoID: true}
+	rec := &recorder{}
+	c := NewCache(CacheOptions{OnEvent: rec.add, Puller: fp})
+	c.Update(boundPort("p1", "h", 1), false)
+	c.Update(boundPort("p2", "h", 1), false)
+	rec.take()
+	err := c.Resync(context.Background(), false)
+	if _, failed := SplitPullError(err); err == nil || failed {
+		t.Fatalf("resync: %v; want the undecodable object reported, no outage", err)
+	}
+	if got, want := kinds(rec.take()), []string{"Port updated p1"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("resync events %v, want %v", got, want)
+	}
+	if c.Port("p2") == nil || c.IsDeleted(TypePort, "p2") {
+		t.Fatal("an id not returned was dropped though the bad object may be it")
+	}
+}
+
+// Chunks of a resync fail independently: a chunk with an undecodable object is applied
+// but for it, a chunk whose pull failed changes nothing, the others are applied.
+func TestCacheResyncChunksFailIndependently(t *testing.T) {
+	fp := &fakePuller{byID: map[string]Resource{}, bad: map[string]bool{}}
+	rec := &recorder{}
+	c := NewCache(CacheOptions{OnEvent: rec.add, Puller: fp})
+	var ids []string
+	for i := 0; i < 2*ResyncChunk+1; i++ { // three chunks: [0,334) [334,668) [668,1001)
+		id := fmt.Sprintf("p%04d", i)
+		ids = append(ids, id)
+		c.Update(boundPort(id, "h", 1), false)
+		fp.byID["Port/"+id] = boundPort(id, "h", 1)
+	}
+	rec.take()
+	change := func(id string) {
+		p := boundPort(id, "h", 2)
+		p.AdminStateUp = false
+		fp.byID["Port/"+id] = p
+	}
+	// chunk 1: one undecodable, one changed, one deleted
+	fp.bad["Port/p0010"] = true
+	change("p0020")
+	delete(fp.byID, "Port/p0030")
+	// chunk 2: its pull fails; one changed, one deleted there are not seen
+	fp.failOn = "p0400"
+	change("p0410")
+	delete(fp.byID, "Port/p0420")
+	// chunk 3: one changed, one deleted
+	change("p0700")
+	delete(fp.byID, "Port/p0710")
+
+	err := c.Resync(context.Background(), false)
+	bad, failed := SplitPullError(err)
+	if !failed || len(bad) != 1 || bad[0].ID != "p0010" {
+		t.Fatalf("resync: %v (bad %v, failed %v); want p0010 undecodable and an outage", err, bad, failed)
+	}
+	got := kinds(rec.take())
+	sort.Strings(got)
+	want := []string{"Port deleted p0030", "Port deleted p0710", "Port updated p0020", "Port updated p0700"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("resync events %v, want %v", got, want)
+	}
+	if c.Port("p0010") != nil || c.IsDeleted(TypePort, "p0010") {
+		t.Error("undecodable p0010: old copy kept or deleted")
+	}
+	if p := c.Port("p0410"); p == nil || !p.AdminStateUp || c.Port("p0420") == nil {
+		t.Error("the failed chunk was applied")
+	}
+	if c.Len(TypePort) != len(ids)-3 {
+		t.Errorf("%d cached, want %d", c.Len(TypePort), len(ids)-3)
 	}
 }
 

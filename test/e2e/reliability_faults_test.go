@@ -262,6 +262,74 @@ func TestReliabServerUnreachable(t *testing.T) {
 	}
 }
 
+// TestReliabRuleDeletedWhileUnreachable: a security group rule deleted while
+// the agent cannot reach the broker (a relay stopped, as in
+// TestReliabServerUnreachable) long enough for its fanout queues to expire
+// (rabbit_transient_queues_ttl 5 s): the server's push of the deletion has no
+// queue of this agent to go to and is lost. After the reconnect the agent
+// re-reads its cache, and the rule stops being enforced (a real TCP
+// connection); the group's other rule still is. Without that re-read the rule
+// stayed allowed until the agent restarted.
+func TestReliabRuleDeletedWhileUnreachable(t *testing.T) {
+	e := NewEnv(t)
+	port := freePort(t)
+	relay := StartDaemon(t, "socat", fmt.Sprintf("TCP-LISTEN:%d,bind=127.0.0.1,fork,reuseaddr", port), "TCP:127.0.0.1:5672")
+	agent, took := e.StartAgentAlive(AgentConfig{TransportURL: TransportVia(port, "", ""),
+		Set: map[string]map[string]string{"oslo_messaging_rabbit": {"rabbit_transient_queues_ttl": "5"}}}, 90*time.Second)
+	t.Logf("agent alive through the relay on :%d after %s", port, took)
+	nw := e.Network(NetworkSpec{Name: "lostpush", NetworkType: "vxlan"})
+	e.Subnet(nw.ID, "10.250.39.0/24")
+	client := e.SecurityGroup("client")
+	srvSG := e.SecurityGroup("server")
+	e.Rule(RuleSpec{SecurityGroupID: srvSG.ID, Protocol: "icmp", RemoteIPPrefix: "0.0.0.0/0"})
+	tcpRule := e.Rule(RuleSpec{SecurityGroupID: srvSG.ID, Protocol: "tcp", PortMin: 5039, PortMax: 5039, RemoteIPPrefix: "0.0.0.0/0"})
+	vm1 := e.sgVmAt(nw, "client", "10.250.39.11", func(s *PortSpec) { s.SecurityGroups = []string{client.ID} })
+	vm2 := e.sgVmAt(nw, "server", "10.250.39.12", func(s *PortSpec) { s.SecurityGroups = []string{srvSG.ID} })
+	e.sgWaitActive(vm1, vm2)
+	sgServe(t, vm2, 5039)
+	sgEventually(t, sgConverge, "tcp 5039 allowed before the outage", func() error { return vm1.TCPEcho(e.Ctx, vm2.IP, 5039) })
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	reconnects := len(logLines(agent, reconnectLine))
+	resyncs, _ := agent.Metric(e.Ctx, `ovsagent_resyncs_total{reason="broker-reconnect"}`)
+	relay.Stop()
+	time.Sleep(15 * time.Second) // the agent's queues expire 5 s after their consumers left
+	if err := e.Neutron.DeleteSecurityGroupRule(e.Ctx, tcpRule.ID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second) // the push goes out, to no queue of the agent's
+	if err := vm1.TCPEcho(e.Ctx, vm2.IP, 5039); err != nil {
+		t.Logf("tcp 5039 already blocked while the agent was cut off: %v", err)
+	}
+	upAt := time.Now()
+	if err := relay.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d, ok := waitFor(e.Ctx, 120*time.Second, func() bool { return len(logLines(agent, reconnectLine)) > reconnects })
+	t.Logf("agent reconnected %s after the relay came back: %v", d.Round(time.Millisecond), ok)
+	if !ok {
+		t.Fatalf("agent did not reconnect:\n%s", agent.LogTail(30))
+	}
+	if sgEventually(t, sgConverge, "tcp 5039 blocked after the reconnect (its rule deleted during the outage)", func() error {
+		return sgTcpBlocked(e.Ctx, vm1, vm2.IP, 5039)
+	}) < sgConverge {
+		t.Logf("rule deleted during the outage enforced no more %s after the relay came back", time.Since(upAt).Round(time.Millisecond))
+	}
+	if err := sgPingOK(e.Ctx, vm1, vm2.IP, 3); err != nil {
+		t.Errorf("the group's other rule (icmp) lost: %v", err)
+	}
+	if n, err := agent.Metric(e.Ctx, `ovsagent_resyncs_total{reason="broker-reconnect"}`); err != nil || n <= resyncs {
+		t.Errorf("broker-reconnect resyncs %v (before %v): %v", n, resyncs, err)
+	}
+	if l := logLines(agent, regexp.MustCompile(`cached server objects re-read`)); len(l) == 0 {
+		t.Errorf("no cache re-read logged:\n%s", agent.LogTail(40))
+	} else {
+		t.Logf("%s", l[len(l)-1])
+	}
+}
+
 // TestReliabOVSDBRestart: ovsdb-server alone restarted (ovs-ctl
 // --no-ovs-vswitchd stop/start): the agent reconnects and resyncs, pings go
 // on, a VM plugged after it is wired, no stale flow.
