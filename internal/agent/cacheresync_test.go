@@ -14,18 +14,29 @@ import (
 	"github.com/ovsagent/ovsagent/internal/neutron"
 )
 
+// wiredP1 starts an agent whose server has port p1 (setup, if any, changes
+// the server first) and waits until p1 is plugged, ACTIVE and in sync.
+func wiredP1(t *testing.T, setup func(*fakeServer)) (*harness, *fakeSwitch, *fakeServer) {
+	t.Helper()
+	sw, fl, srv := newFakeSwitch(true), newFakeFlows(), newFakeServer()
+	srv.addPort("p1", "net-a", "vxlan", 100, "fa:16:3e:00:00:01")
+	if setup != nil {
+		setup(srv)
+	}
+	h := start(t, sw, fl, srv, testOpts(true))
+	sw.snapshot()
+	sw.plug("p1", "tap1", "fa:16:3e:00:00:01")
+	h.waitFor("p1 ACTIVE and in sync", func() bool { return srv.status("p1") == "ACTIVE" && h.inSync() })
+	return h, sw, srv
+}
+
 // TestBrokerReconnectResyncsCache: a broker reconnect (pushes sent while it
 // was down are lost) re-reads the whole cache, once, and the details fetch
 // of that resync then reads the ports from the cache just re-read instead of
 // pulling them again. The agent's start re-reads nothing: its cache was just
 // filled.
 func TestBrokerReconnectResyncsCache(t *testing.T) {
-	sw, fl, srv := newFakeSwitch(true), newFakeFlows(), newFakeServer()
-	srv.addPort("p1", "net-a", "vxlan", 100, "fa:16:3e:00:00:01")
-	h := start(t, sw, fl, srv, testOpts(true))
-	sw.snapshot()
-	sw.plug("p1", "tap1", "fa:16:3e:00:00:01")
-	h.waitFor("p1 ACTIVE and in sync", func() bool { return srv.status("p1") == "ACTIVE" && h.inSync() })
+	h, sw, srv := wiredP1(t, nil)
 	if n := srv.resyncs(); n != 0 {
 		t.Fatalf("cache re-read %d times at the start, want 0", n)
 	}
@@ -52,12 +63,7 @@ func TestBrokerReconnectResyncsCache(t *testing.T) {
 // retried with the back-off until it succeeds, the agent out of sync
 // meanwhile; the details fetch meanwhile bypasses the cache as before.
 func TestCacheResyncFailureRetried(t *testing.T) {
-	sw, fl, srv := newFakeSwitch(true), newFakeFlows(), newFakeServer()
-	srv.addPort("p1", "net-a", "vxlan", 100, "fa:16:3e:00:00:01")
-	h := start(t, sw, fl, srv, testOpts(true))
-	sw.snapshot()
-	sw.plug("p1", "tap1", "fa:16:3e:00:00:01")
-	h.waitFor("p1 ACTIVE and in sync", func() bool { return srv.status("p1") == "ACTIVE" && h.inSync() })
+	h, _, srv := wiredP1(t, nil)
 	before := len(srv.freshFetches())
 	srv.mu.Lock()
 	srv.resyncFail = 3
@@ -80,13 +86,7 @@ func TestCacheResyncFailureRetried(t *testing.T) {
 // TestCacheResyncUndecodableNotRetried: objects the re-read could not decode
 // are counted as malformed and not retried (the rest was applied).
 func TestCacheResyncUndecodableNotRetried(t *testing.T) {
-	sw, fl, srv := newFakeSwitch(true), newFakeFlows(), newFakeServer()
-	srv.addPort("p1", "net-a", "vxlan", 100, "fa:16:3e:00:00:01")
-	srv.undecodable = []string{"SecurityGroupRule r1"}
-	h := start(t, sw, fl, srv, testOpts(true))
-	sw.snapshot()
-	sw.plug("p1", "tap1", "fa:16:3e:00:00:01")
-	h.waitFor("p1 ACTIVE and in sync", func() bool { return srv.status("p1") == "ACTIVE" && h.inSync() })
+	h, _, srv := wiredP1(t, func(srv *fakeServer) { srv.undecodable = []string{"SecurityGroupRule r1"} })
 	h.a.Notify(Resync{Reason: ResyncBrokerReconnect})
 	h.waitFor("re-read, in sync", func() bool { return srv.resyncs() >= 1 && h.inSync() })
 	if n := srv.resyncs(); n != 1 {
